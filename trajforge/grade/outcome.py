@@ -1,0 +1,51 @@
+"""Outcome tiers and the fail_reason taxonomy.
+
+- ``success``: the verifier accepted the answer and nothing went wrong on the way.
+- ``recovered``: accepted, but a format error or a tool error happened first.
+- ``failed``: with the first-cause ``fail_reason``.
+- ``env_fault``: the infrastructure failed (crashed tool, timeout of ours); such episodes are
+  retried and never used as negatives.
+"""
+
+from __future__ import annotations
+
+from trajforge.schema import Outcome, Trajectory
+
+# Parse error kinds → fail_reason names used in reports and queries.
+PARSE_REASON = {
+    "no_call": "no_call",
+    "malformed": "malformed_call",
+    "truncated": "truncated_call",
+    "unknown_tool": "unknown_tool",
+    "invalid_args": "invalid_args",
+}
+
+
+def _last_problem(traj: Trajectory) -> str | None:
+    """fail_reason of the last turn that had a problem (parse error first, then tool error)."""
+    for step in reversed(traj.steps):
+        if step.errors:
+            return PARSE_REASON.get(step.errors[0].kind, step.errors[0].kind)
+        bad = [r for r in step.results if not r.ok]
+        if bad:
+            return bad[0].error or "tool_error"
+    return None
+
+
+def grade(traj: Trajectory) -> Outcome:
+    v = traj.verdict
+    milestones = list(v.get("milestones", []))
+    base = {"submitted": v.get("answer"), "correct": bool(v.get("correct")), "milestones": milestones}
+    faults = [r for s in traj.steps for r in s.results if r.fault]
+    if faults or traj.end == "env_fault":
+        return Outcome(tier="env_fault", fail_reason=faults[0].error if faults else "env_fault", **base)
+    if v.get("correct"):
+        troubled = any(s.errors or any(not r.ok for r in s.results) for s in traj.steps)
+        return Outcome(tier="recovered" if troubled else "success", **base)
+    if v.get("submitted"):
+        reason = "wrong_answer"
+    elif traj.end == "max_turns":
+        reason = "max_turns"
+    else:
+        reason = _last_problem(traj) or traj.end or "no_answer"
+    return Outcome(tier="failed", fail_reason=reason, **base)

@@ -1,0 +1,142 @@
+"""The episode loop: render → generate → parse → validate → execute → feed back, batched.
+
+All episodes waiting for a turn are handed to the policy together (the hf policy generates them as
+one padded batch), then each episode's text is parsed and its valid calls are executed in its own
+environment. Errors go back to the model as tool messages it can recover from; an episode ends on
+the environment's final tool, after ``max_turns``, after ``max_consecutive_errors`` turns in a row
+with no valid call, or on an infrastructure fault.
+
+Run it through ``run_episodes`` (library) or ``trajforge collect`` / ``trajforge eval`` (CLI).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+from pydantic import BaseModel
+
+from trajforge.envs import Environment, make_env
+from trajforge.parse.native import parse_tool_calls
+from trajforge.policies.base import Generation, Policy, TurnRequest
+from trajforge.schema import Message, Step, Task, ToolResult, Trajectory
+
+
+class HarnessConfig(BaseModel):
+    """How episodes are run."""
+
+    max_turns: int = 8
+    """Assistant turns per episode before it ends with ``max_turns``."""
+    max_consecutive_errors: int = 3
+    """Turns in a row without any valid call before the episode ends."""
+    instructions: str | None = None
+    """System instructions above the dialect's tool block; None uses the environment's own."""
+
+
+class Episode:
+    """Mutable state of one running episode."""
+
+    def __init__(self, task: Task, sample: int, env: Environment, policy: Policy, cfg: HarnessConfig):
+        self.task, self.sample, self.env = task, sample, env
+        self.toolset = env.toolset()
+        system = cfg.instructions if cfg.instructions is not None else env.instructions
+        self.messages = [Message(role="system", content=system),
+                         Message(role="user", content=task.prompt)]
+        self.steps: list[Step] = []
+        self.errors_in_row = 0
+        self.end = ""
+        self.started = time.perf_counter()
+        self.policy = policy
+
+    def request(self) -> TurnRequest:
+        return TurnRequest(self.task, self.messages, self.toolset, len(self.steps))
+
+    def advance(self, gen: Generation, gen_s: float, cfg: HarnessConfig) -> None:
+        """Parse one generation, execute its valid calls, append messages; maybe end."""
+        if gen.native_calls is not None:
+            parsed = parse_tool_calls(gen.native_calls, gen.text, self.toolset)
+        else:
+            parsed = self.policy.dialect.parse(gen.text, self.toolset)
+        step = Step(index=len(self.steps), raw=gen.text, calls=parsed.calls, errors=parsed.errors,
+                    repairs=parsed.repairs, prompt_ids=gen.prompt_ids,
+                    completion_ids=gen.completion_ids, gen_s=gen_s)
+        self.messages.append(Message(role="assistant", content=parsed.text, tool_calls=parsed.calls,
+                                     raw=gen.text if gen.native_calls is None else None))
+        t0 = time.perf_counter()
+        for call in parsed.calls:
+            result = self.env.execute(call)
+            step.results.append(result)
+            self.messages.append(Message(role="tool", name=call.name, content=result.content))
+            if result.fault:
+                self.end = "env_fault"
+                break
+            if self.env.done:
+                self.end = "submitted"
+                break
+        for err in parsed.errors:
+            self.messages.append(Message(role="tool", name=err.tool or "error",
+                                         content=f"Error ({err.kind}): {err.message}"))
+        step.tool_s = time.perf_counter() - t0
+        self.steps.append(step)
+        self.errors_in_row = 0 if parsed.calls else self.errors_in_row + 1
+        if not self.end and self.errors_in_row >= cfg.max_consecutive_errors:
+            self.end = "max_errors"
+        if not self.end and len(self.steps) >= cfg.max_turns:
+            self.end = "max_turns"
+
+    def finish(self) -> Trajectory:
+        verdict = self.env.verify()
+        self.env.close()
+        return Trajectory(
+            task_id=self.task.id, sample=self.sample, policy=self.policy.name, env=self.task.env,
+            toolset_fingerprint=self.toolset.fingerprint, dialect=self.policy.dialect.name,
+            tier=self.task.tier, split=self.task.split, messages=self.messages, steps=self.steps,
+            verdict=verdict.model_dump(), end=self.end, reference_turns=len(self.task.reference),
+            wall_s=time.perf_counter() - self.started,
+        )
+
+
+def run_episodes(
+    tasks: Iterable[Task],
+    policy: Policy,
+    cfg: HarnessConfig | None = None,
+    samples: int = 1,
+    on_done: Callable[[Trajectory], None] | None = None,
+    skip: Callable[[Task, int], bool] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Trajectory]:
+    """Run every (task, sample) episode to its end and return the trajectories.
+
+    ``skip(task, sample)`` lets a resumed collection leave finished episodes alone; ``on_done`` is
+    called as each episode ends (the store appends there, so a crash loses only running episodes).
+    Episodes are admitted in waves of ``policy.batch_size`` so memory stays bounded.
+    """
+    cfg = cfg or HarnessConfig()
+    pending = [(t, s) for t in tasks for s in range(samples) if not (skip and skip(t, s))]
+    done: list[Trajectory] = []
+    active: list[Episode] = []
+    while pending or active:
+        while pending and len(active) < policy.batch_size:
+            task, sample = pending.pop(0)
+            env = make_env(task.env, seed=task.seed)
+            env.reset(task)
+            if hasattr(policy, "check_toolset"):
+                policy.check_toolset(env.toolset().fingerprint)
+            active.append(Episode(task, sample, env, policy, cfg))
+        t0 = time.perf_counter()
+        gens = policy.act([ep.request() for ep in active])
+        gen_s = time.perf_counter() - t0
+        still: list[Episode] = []
+        for ep, gen in zip(active, gens):
+            ep.advance(gen, gen_s, cfg)
+            if ep.end:
+                traj = ep.finish()
+                done.append(traj)
+                if on_done:
+                    on_done(traj)
+                if progress:
+                    progress(1)
+            else:
+                still.append(ep)
+        active = still
+    return done

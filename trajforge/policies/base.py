@@ -1,0 +1,35 @@
+"""Policy protocol: who acts. A policy turns a batch of turn requests into assistant texts."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+from trajforge.parse import Dialect
+from trajforge.schema import Message, Task, Toolset
+
+
+class TurnRequest(NamedTuple):
+    """One episode waiting for its next assistant turn."""
+
+    task: Task
+    messages: list[Message]
+    toolset: Toolset
+    turn: int
+
+
+class Generation(NamedTuple):
+    """One assistant turn as produced; token ids where the policy exposes them."""
+
+    text: str
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    native_calls: list | None = None
+    """Structured calls when the backend returned them natively (OpenAI ``tool_calls``)."""
+
+
+class Policy(Protocol):
+    name: str
+    dialect: Dialect
+    batch_size: int
+
+    def act(self, requests: list[TurnRequest]) -> list[Generation]: ...

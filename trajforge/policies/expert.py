@@ -1,0 +1,33 @@
+"""Expert policy: replays each task's verified reference solution through the real environment.
+
+The harness executes every call for real, so SFT data made from this policy is executed data: the
+tool results in it are the environment's real outputs, not strings written at synthesis time. Each
+call is preceded by one short natural sentence of reasoning from the task generator.
+"""
+
+from __future__ import annotations
+
+from trajforge.parse import Dialect, get_dialect
+from trajforge.policies.base import Generation, TurnRequest
+from trajforge.tasks import reasoning_for
+
+
+class ExpertPolicy:
+    batch_size = 1024  # no model: any batch is free
+
+    def __init__(self, dialect: Dialect | None = None, name: str = "expert"):
+        self.name = name
+        self.dialect = dialect or get_dialect("hermes")
+
+    def act(self, requests: list[TurnRequest]) -> list[Generation]:
+        out = []
+        for req in requests:
+            ref = req.task.reference
+            if req.turn >= len(ref):
+                # The reference is exhausted without ending the episode; say so instead of calling.
+                out.append(Generation(text="I have no further steps in my plan."))
+                continue
+            call = ref[req.turn]
+            text = self.dialect.render_assistant(reasoning_for(req.task, req.turn), [call])
+            out.append(Generation(text=text))
+        return out

@@ -1,0 +1,119 @@
+"""Local transformers policy: batched generation across episodes, optional LoRA adapter.
+
+Prompts are rendered by the dialect into chat messages and then by the tokenizer's own chat
+template, exactly as the SFT dataset builder renders them; generation is left-padded and batched
+across all episodes waiting for a turn. Prompt and sampled token ids are returned so training can
+use the exact tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trajforge.parse import Dialect, get_dialect
+from trajforge.policies.base import Generation, TurnRequest
+from trajforge.policies.models import EMBEDDED, resolve
+
+ADAPTER_META = "trajforge_adapter.json"
+
+
+class AdapterMismatch(ValueError):
+    """An adapter was trained for a different toolset than the one it is asked to act with."""
+
+
+def read_adapter_meta(adapter_dir: str | Path) -> dict:
+    path = Path(adapter_dir) / ADAPTER_META
+    if not path.exists():
+        raise FileNotFoundError(f"{adapter_dir} is not a trajforge adapter (no {ADAPTER_META})")
+    return json.loads(path.read_text())
+
+
+def check_adapter(adapter_dir: str | Path, fingerprint: str) -> dict:
+    """Refuse an adapter trained against another toolset, naming both fingerprints."""
+    meta = read_adapter_meta(adapter_dir)
+    if meta.get("toolset_fingerprint") != fingerprint:
+        raise AdapterMismatch(
+            f"adapter {adapter_dir} was trained for toolset {meta.get('toolset_fingerprint')} but the "
+            f"environment's toolset is {fingerprint}; retrain, or pass the matching environment"
+        )
+    return meta
+
+
+def load_model(model: str, adapter: str | None = None):
+    """(model, tokenizer) in eval mode; adapter weights applied with peft when given."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if adapter:
+        from peft import PeftModel
+
+        net = PeftModel.from_pretrained(net, adapter)
+        net = net.merge_and_unload()  # merged weights generate as fast as the base model
+    net.eval()
+    return net, tok
+
+
+class HFPolicy:
+    def __init__(
+        self,
+        model: str,
+        adapter: str | None = None,
+        name: str | None = None,
+        dialect: Dialect | None = None,
+        max_new_tokens: int = 160,
+        temperature: float = 0.0,
+        batch_size: int = 16,
+        seed: int = 0,
+        loaded=None,
+    ):
+        self.model_name = model
+        self.adapter = adapter
+        self.name = name or (f"hf:{model}@{adapter}" if adapter else f"hf:{model}")
+        default = EMBEDDED.get(model, {}).get("dialect", "hermes")
+        self.dialect = dialect or get_dialect(default)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.batch_size = batch_size
+        self.seed = seed
+        self.model, self.tokenizer = loaded or load_model(model, adapter)
+
+    def check_toolset(self, fingerprint: str) -> None:
+        if self.adapter:
+            check_adapter(self.adapter, fingerprint)
+
+    def prompt_ids(self, req: TurnRequest) -> list[int]:
+        chat = self.dialect.to_chat(req.messages, req.toolset)
+        text = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def act(self, requests: list[TurnRequest]) -> list[Generation]:
+        import torch
+
+        prompts = [self.prompt_ids(r) for r in requests]
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        sampling = {"do_sample": False}
+        if self.temperature > 0:
+            torch.manual_seed(self.seed)
+            sampling = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0, "top_k": 0}
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=self.max_new_tokens,
+                pad_token_id=pad, eos_token_id=self.tokenizer.eos_token_id, **sampling,
+            )
+        gens = []
+        eos = self.tokenizer.eos_token_id
+        for prompt, row in zip(prompts, out[:, width:].tolist()):
+            completion = row[: row.index(eos) + 1] if eos in row else row
+            text = self.tokenizer.decode([t for t in completion if t != eos], skip_special_tokens=False)
+            gens.append(Generation(text=text, prompt_ids=prompt, completion_ids=completion))
+        return gens

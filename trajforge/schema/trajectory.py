@@ -1,0 +1,163 @@
+"""Trajectory data: messages, steps, parse errors and repairs, outcomes and rewards.
+
+Everything a replay, a grader, a trainer or a report needs is stored here; nothing is recomputed
+from text later with a different parser.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from trajforge.schema.tools import ToolCall
+
+Role = Literal["system", "user", "assistant", "tool"]
+ErrorKind = Literal["no_call", "malformed", "unknown_tool", "invalid_args", "truncated"]
+OutcomeTier = Literal["success", "recovered", "failed", "env_fault"]
+
+
+class Message(BaseModel):
+    """One conversation message in dialect-neutral form."""
+
+    role: Role
+    """Who speaks."""
+    content: str = ""
+    """Text content (for assistant turns: the text around the calls)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls made in an assistant turn."""
+    name: str | None = None
+    """Tool name, for role=tool."""
+    tool_call_id: str | None = None
+    """Id of the call this tool message answers."""
+    raw: str | None = None
+    """Assistant text exactly as generated; history is rendered from it so the model sees (and
+    training replays) its own tokens, not a re-serialization of the parsed calls."""
+
+
+class CallError(BaseModel):
+    """A typed problem with a model's tool call; its message goes back to the model."""
+
+    kind: ErrorKind
+    """Error class; also the grader's fail_reason source."""
+    message: str
+    """Short model-facing message."""
+    tool: str | None = None
+    """Tool name involved, if known."""
+
+
+class Repair(BaseModel):
+    """A tolerated deviation the parser fixed (so metrics can separate strict validity)."""
+
+    kind: str
+    """e.g. ``json_repair``, ``coerce_type``, ``unclosed_tag``."""
+    detail: str = ""
+    """What was changed."""
+
+
+class ToolResult(BaseModel):
+    """What executing one call returned."""
+
+    name: str
+    """Tool name."""
+    content: str
+    """Text fed back to the model."""
+    ok: bool = True
+    """False when the tool reported an error (bad SQL, unknown table...)."""
+    error: str | None = None
+    """Error class when not ok (``sql_error``, ``timeout``, ``env_fault``)."""
+    fault: bool = False
+    """True for infrastructure faults (crashed tool), never the model's doing."""
+    elapsed_s: float = 0.0
+    """Wall time of the call."""
+
+
+class Step(BaseModel):
+    """One assistant turn and everything that followed from it."""
+
+    index: int
+    """Turn number, from 0."""
+    raw: str
+    """Raw model text exactly as generated."""
+    calls: list[ToolCall] = Field(default_factory=list)
+    """Valid calls parsed from the text (dispatched)."""
+    errors: list[CallError] = Field(default_factory=list)
+    """Parse/validation errors (those calls were not dispatched)."""
+    repairs: list[Repair] = Field(default_factory=list)
+    """Repairs the tolerant parser applied."""
+    results: list[ToolResult] = Field(default_factory=list)
+    """One result per dispatched call."""
+    prompt_ids: list[int] | None = None
+    """Token ids of the prompt the model saw, when the policy exposes them."""
+    completion_ids: list[int] | None = None
+    """Token ids the model sampled (loss mask 1 in training)."""
+    gen_s: float = 0.0
+    """Generation wall time (batch time shared by the batch)."""
+    tool_s: float = 0.0
+    """Tool execution wall time."""
+
+
+class Outcome(BaseModel):
+    """The grade of a finished episode."""
+
+    tier: OutcomeTier
+    """success / recovered / failed / env_fault."""
+    fail_reason: str | None = None
+    """Why it failed (no_call, malformed_call, unknown_tool, invalid_args, sql_error, wrong_answer,
+    max_turns, ...)."""
+    submitted: Any = None
+    """The answer the agent submitted, if any."""
+    correct: bool = False
+    """Whether the verifier accepted the submitted answer."""
+    milestones: list[str] = Field(default_factory=list)
+    """Process milestones reached (for the step reward)."""
+
+
+class RewardBreakdown(BaseModel):
+    """R = l1*completion + l2*step + l3*efficiency - l4*violation, every component kept."""
+
+    completion: float
+    step: float
+    efficiency: float
+    violation: float
+    weights: tuple[float, float, float, float]
+    total: float
+
+
+class Trajectory(BaseModel):
+    """One episode of one policy on one task."""
+
+    task_id: str
+    """Task this episode attempted."""
+    sample: int = 0
+    """Sample index when a task is attempted several times."""
+    policy: str
+    """Policy id (its name)."""
+    env: str
+    """Environment name."""
+    toolset_fingerprint: str
+    """Fingerprint of the toolset shown to the model."""
+    dialect: str
+    """Tool-call dialect used to render and parse."""
+    tier: str = ""
+    """Task tier, copied for queries."""
+    split: str = ""
+    """Task split, copied for queries."""
+    messages: list[Message] = Field(default_factory=list)
+    """The whole conversation, dialect-neutral."""
+    steps: list[Step] = Field(default_factory=list)
+    """Assistant turns with parse and execution details."""
+    outcome: Outcome | None = None
+    """Grade (set by grade/)."""
+    reward: RewardBreakdown | None = None
+    """Reward components (set by grade/)."""
+    verdict: dict[str, Any] = Field(default_factory=dict)
+    """Raw environment verdict (submitted, correct, milestones, detail)."""
+    reference_turns: int = 0
+    """Turns the verified reference solution needs (for the efficiency reward)."""
+    end: str = ""
+    """Why the loop stopped: submitted, max_turns, max_errors, env_fault."""
+    wall_s: float = 0.0
+    """Episode wall time."""
+    executed: bool = True
+    """False for imported conversations that were never run here."""

@@ -1,0 +1,1 @@
+"""Training recipes (LoRA SFT) and token-level datasets."""
