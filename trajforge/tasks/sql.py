@@ -254,51 +254,62 @@ def generate_sql_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
     """``n`` verified SQL tasks split train/test/heldout, plus counts of dropped candidates.
 
     Fewer than ``n`` come back only when the template x entity space runs out
-    (``dropped["unfilled"]`` says how many slots stayed empty).
+    (``dropped["unfilled"]`` says how many places stayed empty).
     """
     rng = random.Random(seed)
     dropped: Counter[str] = Counter()
-    seen: set[str] = set()  # shared by all splits: test never repeats a train instance
-    by_split: dict[str, list[Task]] = {}
-    # Fill the small splits first so they are not starved by train on small template spaces.
-    for split in ("test", "heldout", "train"):
-        size = split_sizes(n)[split]
-        by_split[split] = _fill_split(split, size, rng, seen, dropped, db_seed)
-        if len(by_split[split]) < size:
-            dropped["unfilled"] += size - len(by_split[split])
-    tasks = by_split["train"] + by_split["test"] + by_split["heldout"]
+    seen: set[str] = set()
+    sizes = split_sizes(n)
+    # train and test draw from one pool (seen templates, seen entities), so a test task is
+    # never a train task; heldout draws from its own, disjoint pool.
+    seen_pool = _fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped,
+                      db_seed)
+    heldout_pool = _fill({"heldout": sizes["heldout"]}, rng, seen, dropped, db_seed)
+    tasks = sorted(seen_pool + heldout_pool, key=lambda t: SPLIT_ORDER.index(t.split))
+    if len(tasks) < n:
+        dropped["unfilled"] = n - len(tasks)
     return SynthReport(tasks=tasks, dropped=dict(dropped))
 
 
-def _fill_split(split: Split, size: int, rng: random.Random, seen: set[str],
-                dropped: Counter[str], db_seed: int) -> list[Task]:
-    heldout = split == "heldout"
+SPLIT_ORDER: tuple[Split, ...] = ("train", "test", "heldout")
+
+
+def _fill(targets: dict[Split, int], rng: random.Random, seen: set[str],
+          dropped: Counter[str], db_seed: int) -> list[Task]:
+    """Draw candidates round-robin over templates until every split in ``targets`` is full."""
+    heldout = "heldout" in targets
     rotation = [t for t in TEMPLATES if heldout or not t.heldout_only]
     space = {t.id: _space_size(t, heldout) for t in rotation}
-    tried: Counter[str] = Counter()  # distinct candidates tried per template in this split
+    # Distinct candidates drawn per template: once its whole entity space has been drawn, a
+    # template leaves the rotation (so a small space can't loop forever on duplicates).
+    tried: dict[str, set[str]] = {t.id: set() for t in rotation}
     banned = set() if heldout else heldout_values()
+    counts: Counter[str] = Counter()
     tasks: list[Task] = []
     i = 0
-    # Round-robin over templates keeps tiers balanced; a template leaves the rotation once
-    # every one of its entity combinations has been tried.
-    while len(tasks) < size and rotation:
+    while rotation and any(counts[s] < size for s, size in targets.items()):
         template = rotation[i % len(rotation)]
         i += 1
         entities = {k: rng.choice(entity_values(k, heldout)) for k in template.slots}
         tid = task_id(template, entities, db_seed)
+        tried[template.id].add(tid)
         if tid in seen:
             dropped["duplicate"] += 1
         else:
             seen.add(tid)
-            tried[template.id] += 1
+            # The split furthest below its target takes the task, so when the space runs
+            # out the splits still come out in proportion.
+            split = min((s for s in targets if counts[s] < targets[s]),
+                        key=lambda s: counts[s] / targets[s])
             built = build_task(template, entities, split, db_seed)
             if isinstance(built, str):
                 dropped[built] += 1
             elif banned & _answer_values(built.expected):
-                dropped["heldout_leak"] += 1  # e.g. a train question whose answer is a held-out city
+                dropped["heldout_leak"] += 1  # e.g. a train question answered by a held-out city
             else:
                 tasks.append(built)
-        if tried[template.id] >= space[template.id]:
+                counts[split] += 1
+        if len(tried[template.id]) >= space[template.id]:
             rotation.remove(template)
     return tasks
 

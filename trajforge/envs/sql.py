@@ -1,0 +1,369 @@
+"""SQL environment: answer questions about a retail SQLite database with four tools.
+
+The agent explores the schema (``list_tables``, ``describe_table``), runs read-only queries
+(``run_sql``) and ends the episode with ``submit_answer``. ``verify`` compares the submitted
+answer with the task's expected value through ``answers_match``.
+
+Safety, per episode: the database file is opened read-only, an authorizer allow-lists reads
+(so ATTACH, PRAGMA, writes and ``load_extension`` are refused before they run), a progress
+handler enforces a wall-clock deadline, ``SQLITE_LIMIT_LENGTH`` caps any single value, and the
+rendered result is capped in rows, characters and per-cell length.
+
+``run_sql`` output format (``read_result`` parses it back)::
+
+    name|price
+    Trail Running Shoes|129.99
+    Yoga Mat|24.5
+    (2 rows)
+
+One header line, one line per row, cells joined by ``|``; inside a cell ``\\``, ``|`` and newlines
+are escaped as ``\\\\``, ``\\|`` and ``\\n``; SQL NULL is ``NULL``; blobs show as
+``<blob N bytes>``; a cell over 200 characters ends in ``...(+N chars)``. The last line is
+always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.sqldb import ensure_db
+from trajforge.schema import Task
+
+# Authorizer allow-list: SELECT, reading columns, calling functions and recursive CTEs. Anything
+# else (ATTACH, PRAGMA, transactions, every write, schema changes) is denied while the statement
+# is prepared, so it never runs. VACUUM INTO starts with an ATTACH and is refused too.
+_ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                              sqlite3.SQLITE_RECURSIVE})
+# Functions that touch the filesystem or process in some SQLite builds.
+_DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit"})
+
+MAX_VALUE_BYTES = 1_000_000
+"""SQLITE_LIMIT_LENGTH: no string or blob may grow past this (``zeroblob(10**8)`` fails fast)."""
+CELL_CHARS = 200
+"""A rendered cell longer than this is cut, so one huge value can't fill the model's context."""
+COUNT_LIMIT = 10_000
+"""Rows past the shown ones are only counted, and only up to this many."""
+_PROGRESS_OPS = 1000
+"""The deadline is checked every this many SQLite VM instructions."""
+
+
+class SqlEnv(Environment):
+    """Answer questions about a retail database by querying it."""
+
+    name = "sql"
+    tool_names = ("list_tables", "describe_table", "run_sql", "submit_answer")
+    final_tool = "submit_answer"
+
+    def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
+                 max_chars: int = 4000):
+        super().__init__(seed=seed)
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self.max_chars = max_chars
+        self.answer: str | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._schema: dict[str, str] = {}  # table -> compact description
+        self._deadline = math.inf
+
+    # ---- episode lifecycle ------------------------------------------------------------------
+
+    def reset(self, task: Task) -> None:
+        """Open a fresh read-only connection on the task's database (``task.seed``)."""
+        super().reset(task)
+        self.close()
+        self.answer = None
+        self._conn = _open_readonly(ensure_db(task.seed))
+        # Read the schema before the authorizer goes in: describe_table needs PRAGMA, the model
+        # doesn't get it.
+        self._schema = _describe_all(self._conn)
+        self._conn.set_authorizer(_authorize)
+        self._conn.set_progress_handler(self._check_deadline, _PROGRESS_OPS)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def verify(self) -> Verdict:
+        expected = self.task.expected if self.task else None
+        submitted = self.answer is not None
+        correct = submitted and answers_match(self.answer, expected)
+        detail = (f"expected {expected!r}, got {self.answer!r}" if submitted
+                  else "no answer submitted")
+        return Verdict(submitted=submitted, answer=self.answer, correct=correct,
+                       milestones=list(self.milestones), detail=detail)
+
+    # ---- tools ------------------------------------------------------------------------------
+
+    def list_tables(self) -> str:
+        """List the database tables."""
+        self._require_conn()
+        self.reach("explored_schema")
+        return ", ".join(self._schema)
+
+    def describe_table(self, table: str) -> str:
+        """Show a table's columns and types.
+
+        Args:
+            table: Table name.
+        """
+        self._require_conn()
+        key = table.strip().strip("\"'`[]").lower()
+        if key not in self._schema:
+            raise ToolError(f"no table {table!r}; tables: {', '.join(self._schema)}",
+                            kind="unknown_table")
+        self.reach("explored_schema")
+        return self._schema[key]
+
+    def run_sql(self, query: str) -> str:
+        """Run one read-only SQLite SELECT query.
+
+        Args:
+            query: The SQL query.
+        """
+        conn = self._require_conn()
+        if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
+            raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
+        self._deadline = time.monotonic() + self.timeout_s
+        try:
+            cursor = conn.execute(query)
+            columns = [d[0] for d in cursor.description or ()]
+            text, cells = render_rows(columns, cursor, self.max_rows, self.max_chars)
+        except (sqlite3.Error, sqlite3.Warning) as e:
+            raise ToolError(self._explain(e), kind="sql_error") from None
+        finally:
+            self._deadline = math.inf
+        self.reach("query_ok")
+        if self.task is not None and result_contains(cells, self.task.expected):
+            self.reach("found_answer")
+        return text
+
+    def submit_answer(self, answer: str) -> str:
+        """Submit your final answer.
+
+        Args:
+            answer: The answer, e.g. a number or a name.
+        """
+        self.answer = str(answer)
+        self.reach("submitted")
+        return "Answer submitted."
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def _require_conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("SqlEnv used before reset(task)")  # caller bug -> env_fault
+        return self._conn
+
+    def _check_deadline(self) -> int:
+        # A non-zero return makes SQLite abort the statement with "interrupted".
+        return int(time.monotonic() > self._deadline)
+
+    def _explain(self, e: Exception) -> str:
+        """Turn a sqlite3 exception into a short message the model can act on."""
+        msg = str(e)
+        if "interrupted" in msg:
+            return f"query exceeded the {self.timeout_s:.1f} s time limit"
+        if "not authorized" in msg or "readonly" in msg:
+            return "only read-only SELECT queries are allowed"
+        if "too big" in msg:
+            return f"a value exceeded the {MAX_VALUE_BYTES} byte limit"
+        if "one statement at a time" in msg:
+            return "run one SQL statement per call"
+        return msg
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    # check_same_thread=False: the harness may run tools from a worker thread; each episode
+    # still has its own connection, so no connection is used concurrently.
+    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True,
+                           check_same_thread=False, isolation_level=None)
+    if hasattr(conn, "enable_load_extension"):  # absent when Python is built without it
+        conn.enable_load_extension(False)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 20_000)
+    return conn
+
+
+def _authorize(action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
+    if action not in _ALLOWED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _describe_all(conn: sqlite3.Connection) -> dict[str, str]:
+    """``{table: "orders(id INTEGER, customer_id INTEGER -> customers.id, ...); 300 rows"}``."""
+    out: dict[str, str] = {}
+    tables = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY rowid")]
+    for table in tables:
+        refs = {r[3]: f"{r[2]}.{r[4]}" for r in conn.execute(f"PRAGMA foreign_key_list({table})")}
+        cols = []
+        for _, col, ctype, *_ in conn.execute(f"PRAGMA table_info({table})"):
+            cols.append(f"{col} {ctype}" + (f" -> {refs[col]}" if col in refs else ""))
+        n = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        out[table.lower()] = f"{table}({', '.join(cols)}); {n} rows"
+    return out
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", sql, flags=re.S)
+
+
+# ---- result rendering -----------------------------------------------------------------------
+
+def format_cell(value: Any) -> str:
+    """One value as the model sees it (escaped, cut to CELL_CHARS)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return f"<blob {len(value)} bytes>"
+    if isinstance(value, float):
+        # Round away float noise (1234.5600000000002) but keep enough digits for averages.
+        return repr(round(value, 6)) if math.isfinite(value) else repr(value)
+    text = str(value)
+    if len(text) > CELL_CHARS:
+        text = f"{text[:CELL_CHARS]}...(+{len(text) - CELL_CHARS} chars)"
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def render_rows(columns: list[str], rows: Any, max_rows: int, max_chars: int
+                ) -> tuple[str, list[list[str]]]:
+    """Render a cursor's rows; returns (text, cells of the rows shown)."""
+    lines = ["|".join(format_cell(c) for c in columns)]
+    shown: list[list[str]] = []
+    size = len(lines[0])
+    total = 0
+    full = False  # once a cap is hit, later rows are only counted
+    it = iter(rows)
+    for row in it:
+        total += 1
+        if not full:
+            cells = [format_cell(v) for v in row]
+            line = "|".join(cells)
+            if len(shown) >= max_rows or size + len(line) + 1 > max_chars:
+                full = True
+            else:
+                shown.append(cells)
+                lines.append(line)
+                size += len(line) + 1
+        if total >= COUNT_LIMIT:
+            # Don't scan a million-row result just to count it.
+            if next(it, None) is not None:
+                lines.append(f"... (truncated: {len(shown)} of {COUNT_LIMIT}+ rows shown)")
+                return "\n".join(lines), shown
+            break
+    if len(shown) < total:
+        lines.append(f"... (truncated: {len(shown)} of {total} rows shown)")
+    else:
+        lines.append(f"({total} row{'' if total == 1 else 's'})")
+    return "\n".join(lines), shown
+
+
+def read_result(text: str) -> list[list[str]]:
+    """Parse ``run_sql`` output back into rows of cell strings (header and footer dropped)."""
+    lines = text.split("\n")
+    if len(lines) < 2:
+        raise ValueError("not a run_sql result: expected a header and a footer line")
+    return [_split_cells(line) for line in lines[1:-1]]
+
+
+def _split_cells(line: str) -> list[str]:
+    cells, buf, i = [], [], 0
+    unescape = {"\\": "\\", "|": "|", "n": "\n", "r": "\r"}
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and i + 1 < len(line):
+            buf.append(unescape.get(line[i + 1], line[i + 1]))
+            i += 2
+            continue
+        if ch == "|":
+            cells.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+        i += 1
+    cells.append("".join(buf))
+    return cells
+
+
+# ---- answer comparison ----------------------------------------------------------------------
+
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+_LIST_SEP = re.compile(r"\s*(?:,|;|\n|\band\b|&)\s*", re.I)
+
+
+def answers_match(submitted: Any, expected: Any) -> bool:
+    """Whether a submitted answer matches the expected one.
+
+    Numbers: the submission must contain exactly one number ("7", "7.0", "$1,234.50",
+    "The answer is 7"), equal within abs 0.01 or rel 1e-4 — a string listing many numbers
+    must not match by luck. Strings: case- and whitespace-insensitive. Lists: order-free sets;
+    the submission may be a JSON list or items separated by commas, newlines or "and".
+    """
+    if submitted is None or expected is None:
+        return False
+    if isinstance(expected, (list, tuple)):
+        return _as_set(submitted) == {_norm(e) for e in expected}
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        value = _one_number(submitted)
+        return value is not None and _close(value, float(expected))
+    return _norm(submitted) == _norm(expected)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 0.01 or abs(a - b) <= 1e-4 * abs(b)
+
+
+def _one_number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    found = _NUMBER.findall(str(value))
+    if len(found) != 1:
+        return None
+    return float(found[0].replace(",", ""))
+
+
+def _norm(value: Any) -> str:
+    """Casefold, collapse whitespace, drop surrounding quotes and a trailing period."""
+    text = " ".join(str(value).split()).casefold()
+    return text.rstrip(".").strip().strip("\"'`").strip()
+
+
+def _as_set(submitted: Any) -> set[str]:
+    items: Any = submitted
+    if isinstance(submitted, str) and submitted.strip().startswith("["):
+        try:
+            items = json.loads(submitted)
+        except json.JSONDecodeError:
+            items = submitted.strip().strip("[]")
+    if isinstance(items, str):
+        items = _LIST_SEP.split(items)
+    if not isinstance(items, (list, tuple)):
+        items = [items]
+    # Bullets ("- Ana Silva", "1. Ana Silva") are how models often write lists.
+    cleaned = (re.sub(r"^\s*(?:[-*\u2022]|\d+[.)])\s+", "", str(i)) for i in items)
+    return {n for n in (_norm(i) for i in cleaned) if n}
+
+
+def result_contains(cells: list[list[str]], expected: Any) -> bool:
+    """Whether query result cells contain the expected answer (all items, for lists)."""
+    if expected is None:
+        return False
+    flat = [c for row in cells for c in row]
+    if isinstance(expected, (list, tuple)):
+        have = {_norm(c) for c in flat}
+        return bool(expected) and all(_norm(e) in have for e in expected)
+    return any(answers_match(c, expected) for c in flat)
