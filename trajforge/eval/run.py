@@ -7,30 +7,16 @@ already in the store are skipped), every episode graded and appended as it ends.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typing import Any
 
 from trajforge.eval.metrics import evaluate
 from trajforge.grade import RewardConfig, graded
 from trajforge.harness import HarnessConfig, run_episodes
+from trajforge.harness.progress import progress_bar
 from trajforge.policies import Policy
 from trajforge.schema import Task, Trajectory
 from trajforge.store import TrajectoryStore, episode_key
-
-
-@contextmanager
-def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator:
-    if not enabled or total == 0:
-        yield lambda n: None
-        return
-    cols = [TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*cols, transient=False) as bar:
-        job = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(job, n)
 
 
 def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: int = 1,

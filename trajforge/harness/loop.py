@@ -66,7 +66,8 @@ class Episode:
         for call in parsed.calls:
             result = self.env.execute(call)
             step.results.append(result)
-            self.messages.append(Message(role="tool", name=call.name, content=result.content))
+            self.messages.append(Message(role="tool", name=call.name, content=result.content,
+                                         tool_call_id=call.id))
             if result.fault:
                 self.end = "env_fault"
                 break

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from trajforge.parse import Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
-from trajforge.tasks import reasoning_for
+from trajforge.tasks.sql import reasoning_for
 
 
 class ExpertPolicy:

@@ -30,20 +30,26 @@ def openai_messages(messages: list[Message]) -> list[dict]:
                      for k, c in enumerate(m.tool_calls)]
             out.append({"role": "assistant", "content": m.content or None, "tool_calls": calls})
         elif m.role == "tool":
-            out.append({"role": "tool", "content": m.content,
-                        "tool_call_id": m.tool_call_id or _answered_id(messages, i)})
+            call_id = m.tool_call_id or _answered_id(messages, i)
+            if call_id is None:  # feedback on a call that was never made (parse error): plain text
+                out.append({"role": "user", "content": m.content})
+            else:
+                out.append({"role": "tool", "content": m.content, "tool_call_id": call_id})
         else:
             out.append({"role": m.role, "content": m.content})
     return out
 
 
-def _answered_id(messages: list[Message], i: int) -> str:
-    """Id of the call a tool message answers: the k-th tool message after an assistant turn."""
+def _answered_id(messages: list[Message], i: int) -> str | None:
+    """Id of the call a tool message answers (the k-th tool message after an assistant turn
+    answers its k-th call); None when there is no such call."""
     k, j = 0, i - 1
     while j >= 0 and messages[j].role == "tool":
         k, j = k + 1, j - 1
     calls = messages[j].tool_calls if j >= 0 else []
-    return (calls[k].id if k < len(calls) and calls[k].id else f"call_{j}_{k}")
+    if k >= len(calls):
+        return None
+    return calls[k].id or f"call_{j}_{k}"
 
 
 class OpenAIPolicy:

@@ -1,0 +1,64 @@
+import pytest
+
+from trajforge.grade import RewardConfig, grade, graded, reward
+from trajforge.schema import CallError, Step, ToolCall, ToolResult, Trajectory
+
+CALL = ToolCall(name="run_sql", arguments={"query": "q"})
+
+
+def make(steps, verdict, end="submitted", ref=2):
+    return Trajectory(task_id="t", policy="p", env="sql", toolset_fingerprint="f", dialect="hermes",
+                      steps=steps, verdict=verdict, end=end, reference_turns=ref)
+
+
+def ok_step(i):
+    return Step(index=i, raw="", calls=[CALL], results=[ToolResult(name="run_sql", content="1")])
+
+
+RIGHT = {"submitted": True, "correct": True, "answer": "7", "milestones": ["query_ok", "submitted"]}
+WRONG = {"submitted": True, "correct": False, "answer": "8", "milestones": ["query_ok", "submitted"]}
+
+
+def test_success_and_reward_components():
+    t = make([ok_step(0), ok_step(1)], RIGHT)
+    out = grade(t)
+    assert out.tier == "success" and out.fail_reason is None
+    r = reward(t, out)
+    assert (r.completion, r.step, r.efficiency, r.violation) == (1.0, pytest.approx(0.2), 1.0, 0.0)
+    assert r.total == pytest.approx(0.5 + 0.3 * 0.2 + 0.1)
+
+
+def test_recovered_after_error():
+    bad = Step(index=0, raw="x", errors=[CallError(kind="malformed", message="m")])
+    t = make([bad, ok_step(1), ok_step(2)], RIGHT)
+    assert grade(t).tier == "recovered"
+    r = reward(t, grade(t))
+    assert r.violation == pytest.approx(1 / 3) and r.efficiency == pytest.approx(2 / 3)
+
+
+def test_recovered_after_tool_error():
+    sql_err = Step(index=0, raw="", calls=[CALL], results=[ToolResult(name="run_sql", content="E", ok=False, error="sql_error")])
+    assert grade(make([sql_err, ok_step(1)], RIGHT)).tier == "recovered"
+
+
+@pytest.mark.parametrize("steps,verdict,end,reason", [
+    ([ok_step(0)], WRONG, "submitted", "wrong_answer"),
+    ([Step(index=0, raw="hi", errors=[CallError(kind="no_call", message="m")])] * 3, {}, "max_errors", "no_call"),
+    ([Step(index=0, raw="", errors=[CallError(kind="invalid_args", message="m")])], {}, "max_errors", "invalid_args"),
+    ([Step(index=0, raw="", errors=[CallError(kind="unknown_tool", message="m")])], {}, "max_errors", "unknown_tool"),
+    ([Step(index=0, raw="", errors=[CallError(kind="malformed", message="m")])], {}, "max_errors", "malformed_call"),
+    ([ok_step(i) for i in range(8)], {}, "max_turns", "max_turns"),
+])
+def test_fail_reasons(steps, verdict, end, reason):
+    out = grade(make(steps, verdict, end))
+    assert out.tier == "failed" and out.fail_reason == reason
+
+
+def test_env_fault_beats_everything():
+    crash = Step(index=0, raw="", calls=[CALL], results=[ToolResult(name="run_sql", content="", ok=False, error="env_fault", fault=True)])
+    assert grade(make([crash], RIGHT, end="env_fault")).tier == "env_fault"
+
+
+def test_weights_configurable_and_logged():
+    t = graded(make([ok_step(0)], RIGHT), RewardConfig(weights=(1, 0, 0, 0)))
+    assert t.reward.total == 1.0 and t.reward.weights == (1, 0, 0, 0)

@@ -1,0 +1,41 @@
+"""Local transformers policy on a tiny model built in the test."""
+
+import pytest
+
+from tests.tiny import build_tiny_model
+from trajforge.envs import env_class
+from trajforge.harness import HarnessConfig, run_episodes
+from trajforge.policies import make_policy
+from trajforge.tasks import synthesize
+from trajforge.train.data import render_sample
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+def test_batched_episodes_record_tokens_matching_the_training_renderer(model):
+    tasks = synthesize("sql", 20, seed=0).tasks[:5]
+    pol = make_policy(f"hf:{model}", max_new_tokens=6, batch_size=3)
+    trajs = run_episodes(tasks, pol, HarnessConfig(max_turns=2, max_consecutive_errors=2))
+    assert len(trajs) == 5 and {t.task_id for t in trajs} == {t.id for t in tasks}
+    toolset = env_class("sql").toolset()
+    for t in trajs:
+        assert t.policy == f"hf:{model}" and len(t.steps) == 2
+        step = t.steps[0]
+        assert 1 <= len(step.completion_ids) <= 6
+        # What the model was prompted with is exactly what SFT would put before its first turn,
+        # and what it sampled is exactly what SFT would learn.
+        sample = render_sample(t, pol.tokenizer, toolset)
+        first = sample.loss_mask.index(1)
+        assert sample.input_ids[:first] == step.prompt_ids
+        assert sample.input_ids[first: first + len(step.completion_ids)] == step.completion_ids
+
+
+def test_greedy_generation_is_batch_independent(model):
+    tasks = synthesize("sql", 20, seed=0).tasks[:3]
+    cfg = HarnessConfig(max_turns=1)
+    alone = run_episodes(tasks[:1], make_policy(f"hf:{model}", max_new_tokens=8), cfg)
+    batched = run_episodes(tasks, make_policy(f"hf:{model}", max_new_tokens=8), cfg)
+    assert alone[0].steps[0].raw == next(t for t in batched if t.task_id == tasks[0].id).steps[0].raw
