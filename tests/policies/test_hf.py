@@ -17,7 +17,7 @@ def model(tmp_path_factory):
 
 def test_batched_episodes_record_tokens_matching_the_training_renderer(model):
     tasks = synthesize("sql", 20, seed=0).tasks[:5]
-    pol = make_policy(f"hf:{model}", max_new_tokens=6, batch_size=3)
+    pol = make_policy(f"hf:{model}", dtype="float32", max_new_tokens=6, batch_size=3)
     trajs = run_episodes(tasks, pol, HarnessConfig(max_turns=2, max_consecutive_errors=2))
     assert len(trajs) == 5 and {t.task_id for t in trajs} == {t.id for t in tasks}
     toolset = env_class("sql").toolset()
@@ -36,6 +36,25 @@ def test_batched_episodes_record_tokens_matching_the_training_renderer(model):
 def test_greedy_generation_is_batch_independent(model):
     tasks = synthesize("sql", 20, seed=0).tasks[:3]
     cfg = HarnessConfig(max_turns=1)
-    alone = run_episodes(tasks[:1], make_policy(f"hf:{model}", max_new_tokens=8), cfg)
-    batched = run_episodes(tasks, make_policy(f"hf:{model}", max_new_tokens=8), cfg)
+    alone = run_episodes(tasks[:1], make_policy(f"hf:{model}", dtype="float32", max_new_tokens=8), cfg)
+    batched = run_episodes(tasks, make_policy(f"hf:{model}", dtype="float32", max_new_tokens=8), cfg)
     assert alone[0].steps[0].raw == next(t for t in batched if t.task_id == tasks[0].id).steps[0].raw
+
+
+def test_shared_prefix_cache_gives_the_same_generations(model):
+    from trajforge.harness.loop import Episode
+    from trajforge.envs import make_env
+
+    tasks = synthesize("sql", 30, seed=0).tasks[:4]
+    plain = make_policy(f"hf:{model}", dtype="float32", max_new_tokens=12, share_prefix=False)
+    shared = make_policy(f"hf:{model}", dtype="float32", max_new_tokens=12)
+    reqs = []
+    for t in tasks:
+        env = make_env("sql")
+        env.reset(t)
+        reqs.append(Episode(t, 0, env, plain, HarnessConfig()).request())
+    ids, mask, cache = shared._batch([shared.prompt_ids(r) for r in reqs])
+    assert cache is not None and mask[:, :32].all()  # the system prompt really was shared
+    a, b = plain.act(reqs), shared.act(reqs)
+    assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
+    assert [g.prompt_ids for g in a] == [g.prompt_ids for g in b]

@@ -13,9 +13,20 @@ from pathlib import Path
 
 from trajforge.parse import Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
-from trajforge.policies.models import EMBEDDED, resolve
+from trajforge.policies.models import EMBEDDED, default_dtype, resolve
 
 ADAPTER_META = "trajforge_adapter.json"
+
+
+def _cache_kw() -> str:
+    """``generate`` takes ``cache=`` from transformers 5.x on, ``past_key_values=`` before."""
+    import inspect
+
+    from transformers import GenerationMixin
+
+    return "cache" if "cache" in inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters \
+        else "past_key_values"
+
 
 
 class AdapterMismatch(ValueError):
@@ -40,9 +51,8 @@ def check_adapter(adapter_dir: str | Path, fingerprint: str) -> dict:
     return meta
 
 
-def load_model(model: str, adapter: str | None = None):
+def load_model(model: str, adapter: str | None = None, dtype: str = "auto"):
     """(model, tokenizer) in eval mode; adapter weights applied with peft when given."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve(model)
@@ -50,7 +60,7 @@ def load_model(model: str, adapter: str | None = None):
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=default_dtype(dtype))
     if adapter:
         from peft import PeftModel
 
@@ -69,8 +79,10 @@ class HFPolicy:
         dialect: Dialect | None = None,
         max_new_tokens: int = 160,
         temperature: float = 0.0,
-        batch_size: int = 16,
+        batch_size: int = 32,
         seed: int = 0,
+        share_prefix: bool = True,
+        dtype: str = "auto",
         loaded=None,
     ):
         self.model_name = model
@@ -82,11 +94,14 @@ class HFPolicy:
         self.temperature = temperature
         self.batch_size = batch_size
         self.seed = seed
-        self.model, self.tokenizer = loaded or load_model(model, adapter)
+        self.share_prefix = share_prefix
+        self._checked: set[str] = set()
+        self.model, self.tokenizer = loaded or load_model(model, adapter, dtype)
 
     def check_toolset(self, fingerprint: str) -> None:
-        if self.adapter:
+        if self.adapter and fingerprint not in self._checked:
             check_adapter(self.adapter, fingerprint)
+            self._checked.add(fingerprint)
 
     def prompt_ids(self, req: TurnRequest) -> list[int]:
         chat = self.dialect.to_chat(req.messages, req.toolset)
@@ -97,23 +112,60 @@ class HFPolicy:
         import torch
 
         prompts = [self.prompt_ids(r) for r in requests]
-        width = max(len(p) for p in prompts)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        ids, mask, cache = self._batch(prompts)
         sampling = {"do_sample": False}
         if self.temperature > 0:
             torch.manual_seed(self.seed)
             sampling = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0, "top_k": 0}
+        extra = {_cache_kw(): cache} if cache is not None else {}
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids, attention_mask=mask, max_new_tokens=self.max_new_tokens,
-                pad_token_id=pad, eos_token_id=self.tokenizer.eos_token_id, **sampling,
+                pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
+                **sampling, **extra,
             )
         gens = []
         eos = self.tokenizer.eos_token_id
-        for prompt, row in zip(prompts, out[:, width:].tolist()):
+        for prompt, row in zip(prompts, out[:, ids.shape[1]:].tolist()):
             completion = row[: row.index(eos) + 1] if eos in row else row
             text = self.tokenizer.decode([t for t in completion if t != eos], skip_special_tokens=False)
             gens.append(Generation(text=text, prompt_ids=prompt, completion_ids=completion))
         return gens
+
+    def _batch(self, prompts: list[list[int]]):
+        """Padded batch, with the prompts' common prefix prefilled once into a shared KV cache.
+
+        Every episode of a toolset starts with the same system prompt; prefilling it once and
+        padding *between* the prefix and each row's own suffix (positions follow the attention
+        mask) turns most of each turn's prefill into one small forward pass.
+        """
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        shared = _common_prefix(prompts) if len(prompts) > 1 and self.share_prefix else 0
+        shared = min(shared, min(len(p) for p in prompts) - 1)
+        if shared < 32:
+            shared = 0
+        width = max(len(p) for p in prompts) - shared
+        rows, masks = [], []
+        for p in prompts:
+            gap = width - (len(p) - shared)
+            rows.append(p[:shared] + [pad] * gap + p[shared:])
+            masks.append([1] * shared + [0] * gap + [1] * (len(p) - shared))
+        ids, mask = torch.tensor(rows), torch.tensor(masks)
+        if not shared:
+            return ids, mask, None
+        with torch.no_grad():
+            head = self.model(input_ids=ids[:1, :shared], use_cache=True)
+        cache = getattr(head, "cache", None) or head.past_key_values
+        cache.batch_repeat_interleave(len(prompts))
+        return ids, mask, cache
+
+
+def _common_prefix(seqs: list[list[int]]) -> int:
+    n = 0
+    for column in zip(*seqs):
+        if any(t != column[0] for t in column):
+            break
+        n += 1
+    return n

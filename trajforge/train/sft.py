@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from trajforge.envs import env_class
 from trajforge.parse import get_dialect
 from trajforge.policies.hf import ADAPTER_META
-from trajforge.policies.models import resolve
+from trajforge.policies.models import default_dtype, resolve
 from trajforge.schema import Trajectory
 from trajforge.train.data import Sample, render_sample
 from trajforge.train.losses import IGNORE, masked_lm_loss
@@ -52,6 +52,9 @@ class SFTConfig(BaseModel):
     """Seed for data order, dropout and LoRA init."""
     max_steps: int = -1
     """Stop after this many optimizer steps (-1: run all epochs)."""
+    dtype: str = "auto"
+    """Base-model weights: auto (bf16 where the hardware does it natively), float32 or bfloat16.
+    Adapter weights and optimizer state stay fp32; matmuls run under bf16 autocast."""
 
 
 class SFTResult(BaseModel):
@@ -131,6 +134,8 @@ def _fit(net, rows: list[dict[str, Any]], pad_id: int, cfg: SFTConfig, progress:
     if cfg.max_steps > 0:
         batches = batches[: cfg.max_steps]
     params = [p for p in net.parameters() if p.requires_grad]
+    device = next(net.parameters()).device
+    bf16 = next(net.get_base_model().parameters()).dtype == torch.bfloat16
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     sched = get_cosine_schedule_with_warmup(opt, max(1, len(batches) // 20), len(batches))
     net.train()
@@ -138,7 +143,8 @@ def _fit(net, rows: list[dict[str, Any]], pad_id: int, cfg: SFTConfig, progress:
     with progress_bar("train sft", len(batches), progress) as advance:
         for batch in batches:
             inputs = collate(batch, pad_id)
-            loss = masked_lm_loss(net, inputs["input_ids"], inputs["attention_mask"], inputs["labels"])
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                loss = masked_lm_loss(net, inputs["input_ids"], inputs["attention_mask"], inputs["labels"])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
@@ -179,7 +185,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     rows = rows[: int(len(samples) * cfg.epochs)]  # fractional epochs allowed
 
     torch.manual_seed(cfg.seed)
-    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    dtype = default_dtype(cfg.dtype)
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     net = get_peft_model(net, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
                                          target_modules=cfg.targets, task_type="CAUSAL_LM"))
     losses = _fit(net, rows, tok.pad_token_id, cfg, progress)
