@@ -32,7 +32,7 @@ def demo(
     out: Path = typer.Option(Path("runs/demo"), help="run directory (tasks, stores, adapter, report)"),
     model: str = typer.Option("smollm2-135m", help="base model"),
     n: int = typer.Option(260, help="tasks to synthesize (all splits)"),
-    epochs: float = typer.Option(2.0, help="SFT epochs"),
+    epochs: float = typer.Option(1.75, help="SFT epochs"),
     lr: float = typer.Option(1e-3, help="SFT learning rate (the demo's short run needs more than the 2e-4 library default)"),
     batch_size: int = typer.Option(4, help="SFT sequences per step"),
     dropout: float = typer.Option(0.0, help="LoRA dropout (0.05 library default costs ~35% step time on CPU)"),
@@ -79,7 +79,7 @@ def demo(
     results = {}
     for label, spec in (("base", f"hf:{model}"), ("tuned", f"hf:{model}@{adapter}")):
         with stage(f"evaluate {label}", timings):
-            results.update(compare(by_split["heldout"], [make_policy(spec, name=label)], eval_store, harness))
+            results.update(compare(by_split["heldout"], [make_policy(spec, name=label, batch_size=48)], eval_store, harness))
     title = f"held-out split, {len(by_split['heldout'])} tasks, model {model}"
     console.print(rich_table(results, title=title))
     timings["total"] = round(sum(timings.values()), 1)
