@@ -1,0 +1,28 @@
+"""`trajforge demo` composes the stages and writes the metrics contract (tiny model, no download)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from tests.tiny import build_tiny_model
+from trajforge.cli.main import app
+
+
+def test_demo_writes_metrics_and_report(tmp_path):
+    model = build_tiny_model(tmp_path / "tiny")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["demo", "--out", str(out), "--model", str(model), "--n", "40",
+                                   "--epochs", "0.2", "--json", str(tmp_path / "m.json")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    for policy in ("base", "tuned"):
+        m = metrics[policy]
+        assert {"completion", "validity", "avg_turns", "n"} <= set(m)
+        assert m["n"] == sum(1 for line in (out / "tasks.jsonl").read_text().splitlines()
+                             if json.loads(line)["split"] == "heldout")
+        assert set(m["tiers"]) <= {"easy", "medium", "hard"} and m["tiers"]
+    assert set(metrics["timings_s"]) >= {"pull model", "synthesize tasks", "collect expert trajectories",
+                                         "train sft", "evaluate base", "evaluate tuned", "total"}
+    html = (out / "report.html").read_text()
+    assert "<table>" in html and "tuned" in html and "base" in html
+    assert "held-out split" in res.output
