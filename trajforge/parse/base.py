@@ -51,6 +51,13 @@ class Dialect:
     def parse(self, text: str, toolset: Toolset) -> ParseResult:
         raise NotImplementedError  # abstract
 
+    @classmethod
+    def for_model(cls, name_or_template: str) -> "Dialect":
+        """The dialect for a model name or chat template (see ``trajforge.parse.detect``)."""
+        from trajforge.parse import dialect_for_model  # the registry imports this module
+
+        return dialect_for_model(name_or_template)
+
     tool_role: str = "user"
     """Chat role that carries tool results for models whose template has no ``tool`` role."""
 

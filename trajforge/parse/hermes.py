@@ -5,21 +5,19 @@ Parsing is tolerant: a missing closing tag at the end of the text, single quotes
 and other JSON damage are repaired with json-repair and recorded, so metrics can report strict and
 repaired validity apart. A call cut off mid-way (unbalanced braces at end of text) is a typed
 ``truncated`` error, not a repair: guessing the rest would dispatch arguments the model never wrote.
+A block ends at the first ``</tool_call>`` after its JSON object, so a value may contain the tags.
 """
 
 from __future__ import annotations
 
 import json
-import re
-
-import json_repair
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.scan import load_json, read_block
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
-_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
 
 
 def _compact_tool(spec) -> str:
@@ -81,14 +79,17 @@ class HermesDialect(Dialect):
                          "\"arguments\": {...}}</tool_call>."),
             ))
             return result
-        result.text = _BLOCK.sub("", text).strip()
-        for match in _BLOCK.finditer(text):
-            self._parse_block(match, text, toolset, result)
+        pieces, pos = [], 0
+        while (start := text.find(OPEN, pos)) != -1:
+            pieces.append(text[pos:start])
+            block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
+            self._parse_block(block.body.strip(), block.closed, toolset, result)
+            pos = block.end
+        pieces.append(text[pos:])
+        result.text = "".join(pieces).strip()
         return result
 
-    def _parse_block(self, match: re.Match, text: str, toolset: Toolset, result: ParseResult) -> None:
-        body = match.group(1).strip()
-        closed = text[match.end() - len(CLOSE): match.end()] == CLOSE
+    def _parse_block(self, body: str, closed: bool, toolset: Toolset, result: ParseResult) -> None:
         if not closed and not _balanced(body):
             result.errors.append(CallError(
                 kind="truncated", message="The tool call was cut off before it was complete."))
@@ -115,12 +116,4 @@ class HermesDialect(Dialect):
 
     @staticmethod
     def _load(body: str, repairs: list[Repair]):
-        try:
-            return json.loads(body)
-        except json.JSONDecodeError:
-            pass
-        fixed = json_repair.loads(body)
-        if fixed in ("", None, [], {}) and body.strip() not in ("{}", "[]"):
-            return None
-        repairs.append(Repair(kind="json_repair", detail=body[:80]))
-        return fixed
+        return load_json(body, repairs)
