@@ -6,6 +6,7 @@
     trajforge grade store/
     trajforge train sft --data store/ --model smollm2-135m --out adapter/
     trajforge eval --tasks tasks.jsonl --policy hf:smollm2-135m --policy hf:smollm2-135m@adapter/ --split heldout --json out.json
+    trajforge parse --dialect auto --tools tools.json < output.txt
     trajforge demo
 """
 
@@ -19,6 +20,9 @@ import typer
 from rich.console import Console
 
 from trajforge.cli import demo as demo_cmd
+from trajforge.cli import parse_cmd
+from trajforge.cli import export_cmd
+from trajforge.cli import query_cmd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
 models_app = typer.Typer(no_args_is_help=True, help="Manage local models.")
@@ -159,6 +163,10 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
 
 
 app.command("demo")(demo_cmd.demo)
+app.command("parse")(parse_cmd.parse)
+app.command("query")(query_cmd.query)
+app.command("export")(export_cmd.export)
+app.command("import-openai")(export_cmd.import_openai)
 
 if __name__ == "__main__":
     app()

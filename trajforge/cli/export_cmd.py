@@ -1,0 +1,66 @@
+"""``trajforge export`` and ``trajforge import-openai``: move trajectories to and from other tools.
+
+    trajforge export store/ --format openai --out train.jsonl       # OpenAI chat fine-tuning JSONL
+    trajforge export store/ --format sharegpt --out lf_data/        # LLaMA-Factory file + dataset_info.json
+    trajforge export store/ --format hf --out ds/                   # datasets.save_to_disk (or ds.parquet)
+    trajforge import-openai train.jsonl --env sql --out store/
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+console = Console()
+FORMATS = ("openai", "sharegpt", "hf")
+
+
+def _fail(msg: str) -> None:
+    console.print(f"error: {msg}", markup=False, highlight=False)
+    raise typer.Exit(2)
+
+
+def export(store: Path = typer.Argument(..., help="store directory"),
+           format: str = typer.Option(..., help="openai | sharegpt | hf"),
+           out: Path = typer.Option(..., help="file (openai; hf if it ends in .parquet) or folder")) -> None:
+    """Export a store's trajectories to OpenAI JSONL, ShareGPT (LLaMA-Factory) or a HF dataset."""
+    from trajforge.store import TrajectoryStore
+    from trajforge.store import export as ex
+
+    if format not in FORMATS:
+        _fail(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    trajs = TrajectoryStore(store).read()
+    if not trajs:
+        _fail(f"no trajectories in {store}")
+    try:
+        if format == "openai":
+            ex.write_openai_jsonl(trajs, out)
+            where = out
+        elif format == "sharegpt":
+            where = ex.write_sharegpt(trajs, out)
+        else:
+            where = ex.save_hf(trajs, out)
+    except (ValueError, KeyError) as e:
+        _fail(str(e))
+    console.print(f"exported {len(trajs)} trajectories as {format} to {where}")
+
+
+def import_openai(file: Path = typer.Argument(..., help="OpenAI chat fine-tuning JSONL"),
+                  env: str = typer.Option(..., help="environment whose toolset the calls use"),
+                  out: Path = typer.Option(..., help="store directory to append to"),
+                  policy: str = typer.Option("imported", help="policy name recorded on the trajectories")) -> None:
+    """Import OpenAI chat JSONL as unexecuted trajectories (calls validated against the env toolset)."""
+    from trajforge.store import TrajectoryStore
+    from trajforge.store.export import import_openai_jsonl
+
+    try:
+        trajs = import_openai_jsonl(file, env=env, policy=policy)
+    except (OSError, ValueError, KeyError) as e:
+        _fail(str(e))
+    st = TrajectoryStore(out)
+    for t in trajs:
+        st.append(t)
+    errors = sum(len(s.errors) for t in trajs for s in t.steps)
+    console.print(f"imported {len(trajs)} trajectories into {out} ({errors} invalid calls recorded as errors)")

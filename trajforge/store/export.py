@@ -1,0 +1,381 @@
+"""Take trajectories anywhere: OpenAI chat fine-tuning JSONL, ShareGPT (LLaMA-Factory), HF datasets.
+
+    from trajforge.store.export import write_openai_jsonl, import_openai_jsonl
+    write_openai_jsonl(TrajectoryStore("store/").read(), "train.jsonl")
+    trajs = import_openai_jsonl("train.jsonl", env="sql")
+
+    trajforge export store/ --format openai|sharegpt|hf --out PATH
+    trajforge import-openai train.jsonl --env sql --out store/
+
+Every format round-trips: export, then import, gives back the same messages and calls. Imported
+trajectories are ``executed=False`` (never run here), carry one Step per assistant message whose
+calls are validated against the environment's toolset (bad ones become typed errors, as in a
+rollout), and render for training with ``trajforge.train.data.render_sample``.
+
+Conventions where a format cannot say what a trajectory holds:
+
+- Harness calls in text dialects have no ids; OpenAI needs them, so ``call_<turn>_<k>`` is made up.
+- A parse error (no call, malformed call) is fed back to the model as a tool message that answers
+  no call, which OpenAI's schema cannot express. It is exported as a ``user`` message with a
+  ``name`` (the tool involved, or ``error``); on import a named user message is read back as such
+  feedback. An assistant turn without a valid call exports its raw text, so the failed attempt
+  stays visible.
+- ShareGPT keeps the text around a call inside ``<think>...</think>`` before the call JSON, which
+  LLaMA-Factory's FunctionFormatter splits off as the thought; several results of one turn are one
+  ``observation`` joined as LLaMA-Factory's OpenAI converter joins them; a trailing observation is
+  dropped because LLaMA-Factory rejects conversations that do not end on an assistant turn (the
+  final tool result carries no loss anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from trajforge.parse import get_dialect
+from trajforge.parse.native import parse_tool_calls
+from trajforge.schema import Message, Step, ToolCall, Toolset, Trajectory
+
+FEEDBACK_NAME = "error"
+"""``name`` of imported feedback whose tool is unknown (the harness's own default)."""
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+OBSERVATION_JOIN = "\n</tool_response>\n<tool_response>\n"
+"""How LLaMA-Factory joins several tool results of one turn into one observation."""
+
+
+def env_toolset(env: str) -> Toolset:
+    from trajforge.envs import env_class
+
+    return env_class(env).toolset()
+
+
+def _checked_toolset(traj: Trajectory) -> Toolset:
+    toolset = env_toolset(traj.env)
+    if traj.toolset_fingerprint != toolset.fingerprint:
+        raise ValueError(
+            f"{traj.task_id}: recorded toolset {traj.toolset_fingerprint} is not the current {traj.env} "
+            f"toolset {toolset.fingerprint}; exporting would pair it with the wrong tool schema")
+    return toolset
+
+
+# ---- one trajectory → turns ------------------------------------------------------------------
+
+
+def _turns(traj: Trajectory) -> list[dict[str, Any]]:
+    """Format-neutral turns: system/user text, assistant (content, calls with ids), tool results
+    (answering a call id) and feedback (answering none).
+
+    A tool message answers a call when it carries that call's id, or, in harness trajectories whose
+    calls have no ids, when it is among the first ``len(step.results)`` tool messages of its turn
+    (the harness appends results first, then error feedback).
+    """
+    out: list[dict[str, Any]] = []
+    turn, ids, answered, n_results = -1, [], 0, 0
+    for m in traj.messages:
+        if m.role == "assistant":
+            turn += 1
+            step = traj.steps[turn] if turn < len(traj.steps) else None
+            ids = [c.id or f"call_{turn}_{k}" for k, c in enumerate(m.tool_calls)]
+            n_results = len(step.results) if step is not None else len(ids)
+            answered = 0
+            content = m.content
+            if not m.tool_calls and m.raw is not None:
+                content = m.raw  # a failed attempt: keep what the model actually wrote
+            calls = [c.model_copy(update={"id": i}) for c, i in zip(m.tool_calls, ids)]
+            out.append({"role": "assistant", "content": content, "calls": calls})
+        elif m.role == "tool":
+            if m.tool_call_id is not None and m.tool_call_id in ids:
+                out.append({"role": "result", "content": m.content, "id": m.tool_call_id, "name": m.name})
+                answered += 1
+            elif m.tool_call_id is None and answered < min(n_results, len(ids)):
+                out.append({"role": "result", "content": m.content, "id": ids[answered], "name": m.name})
+                answered += 1
+            else:
+                out.append({"role": "feedback", "content": m.content, "name": m.name or FEEDBACK_NAME})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def _step(index: int, content: str, calls: list[ToolCall], toolset: Toolset, dialect: str) -> Step:
+    """One imported assistant turn, its calls validated like a rollout's."""
+    parsed = parse_tool_calls(
+        [{"id": c.id, "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in calls],
+        content, toolset)
+    raw = get_dialect(dialect).render_assistant(content, parsed.calls)
+    return Step(index=index, raw=raw, calls=parsed.calls, errors=parsed.errors, repairs=parsed.repairs)
+
+
+def _trajectory(messages: list[Message], toolset: Toolset, *, env: str, task_id: str, policy: str,
+                dialect: str, sample: int = 0, tier: str = "", split: str = "") -> Trajectory:
+    steps = []
+    for m in messages:
+        if m.role == "assistant":
+            step = _step(len(steps), m.content, m.tool_calls, toolset, dialect)
+            m.tool_calls = step.calls
+            steps.append(step)
+    return Trajectory(task_id=task_id, sample=sample, policy=policy, env=env, tier=tier, split=split,
+                      toolset_fingerprint=toolset.fingerprint, dialect=dialect, messages=messages,
+                      steps=steps, executed=False)
+
+
+def _import_toolset(env: str, tools: list[dict[str, Any]] | None, where: str) -> Toolset:
+    toolset = env_toolset(env)
+    if tools:
+        given = Toolset.from_openai(tools)
+        if given.fingerprint != toolset.fingerprint:
+            raise ValueError(
+                f"{where}: its tools (fingerprint {given.fingerprint}, {given.names}) are not the {env} "
+                f"environment's (fingerprint {toolset.fingerprint}, {toolset.names})")
+    return toolset
+
+
+# ---- OpenAI chat fine-tuning -----------------------------------------------------------------
+
+
+def to_openai(traj: Trajectory) -> dict[str, Any]:
+    """``{"messages": [...], "tools": [...]}`` as OpenAI chat fine-tuning expects."""
+    toolset = _checked_toolset(traj)
+    messages: list[dict[str, Any]] = []
+    for t in _turns(traj):
+        if t["role"] == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": t["content"]}
+            if t["calls"]:
+                msg["tool_calls"] = [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                    for c in t["calls"]]
+            messages.append(msg)
+        elif t["role"] == "result":
+            messages.append({"role": "tool", "tool_call_id": t["id"], "content": t["content"]})
+        elif t["role"] == "feedback":
+            messages.append({"role": "user", "name": t["name"], "content": t["content"]})
+        else:
+            messages.append({"role": t["role"], "content": t["content"]})
+    return {"messages": messages, "tools": toolset.openai()}
+
+
+def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str = "imported",
+                dialect: str = "hermes") -> Trajectory:
+    """One OpenAI chat record back into an (unexecuted) Trajectory."""
+    toolset = _import_toolset(env, record.get("tools"), task_id)
+    names: dict[str, str] = {}
+    messages: list[Message] = []
+    for i, m in enumerate(record.get("messages") or []):
+        role, content = m.get("role"), m.get("content") or ""
+        if role == "assistant":
+            calls = []
+            for tc in m.get("tool_calls") or []:
+                fn = tc.get("function", {})
+                args = fn.get("arguments", "{}")
+                try:
+                    args = json.loads(args) if isinstance(args, str) else args
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{task_id}: messages[{i}] call arguments are not JSON: {e}") from e
+                calls.append(ToolCall(name=fn.get("name", ""), arguments=args, id=tc.get("id")))
+                names[tc.get("id")] = fn.get("name", "")
+            messages.append(Message(role="assistant", content=content, tool_calls=calls))
+        elif role == "tool":
+            cid = m.get("tool_call_id")
+            messages.append(Message(role="tool", content=content, tool_call_id=cid, name=names.get(cid)))
+        elif role == "user" and m.get("name"):
+            messages.append(Message(role="tool", content=content, name=m["name"]))
+        elif role in ("system", "user"):
+            messages.append(Message(role=role, content=content))
+        else:
+            raise ValueError(f"{task_id}: messages[{i}] has unsupported role {role!r}")
+    return _trajectory(messages, toolset, env=env, task_id=task_id, policy=policy, dialect=dialect)
+
+
+def write_openai_jsonl(trajs: Iterable[Trajectory], path: str | Path) -> int:
+    """Write one OpenAI chat record per line; returns the count."""
+    return _write_jsonl((to_openai(t) for t in trajs), path)
+
+
+def import_openai_jsonl(path: str | Path, env: str, policy: str = "imported",
+                        dialect: str = "hermes") -> list[Trajectory]:
+    path = Path(path)
+    return [from_openai(rec, env, task_id=f"{path.stem}:{i}", policy=policy, dialect=dialect)
+            for i, rec in _read_jsonl(path)]
+
+
+# ---- ShareGPT / LLaMA-Factory ----------------------------------------------------------------
+
+
+def dataset_info_entry(file_name: str) -> dict[str, Any]:
+    """The LLaMA-Factory ``dataset_info.json`` entry for a ShareGPT file written here."""
+    return {
+        "file_name": file_name,
+        "formatting": "sharegpt",
+        "columns": {"messages": "conversations", "system": "system", "tools": "tools"},
+        "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human",
+                 "assistant_tag": "gpt", "function_tag": "function_call", "observation_tag": "observation"},
+    }
+
+
+def to_sharegpt(traj: Trajectory) -> dict[str, Any]:
+    toolset = _checked_toolset(traj)
+    system, conv = "", []
+    for t in _turns(traj):
+        role = t["role"]
+        if role == "system":
+            system = t["content"]
+        elif role == "user":
+            conv.append({"from": "human", "value": t["content"]})
+        elif role == "assistant" and t["calls"]:
+            calls = [{"name": c.name, "arguments": c.arguments} for c in t["calls"]]
+            value = json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+            if t["content"]:
+                value = f"{THINK_OPEN}{t['content']}{THINK_CLOSE}{value}"
+            conv.append({"from": "function_call", "value": value})
+        elif role == "assistant":
+            conv.append({"from": "gpt", "value": t["content"]})
+        elif conv and conv[-1]["from"] == "observation":  # one observation per turn
+            conv[-1]["value"] += OBSERVATION_JOIN + t["content"]
+        else:
+            conv.append({"from": "observation", "value": t["content"]})
+    while conv and conv[-1]["from"] in ("observation", "human"):
+        conv.pop()  # LLaMA-Factory needs the last turn to be the assistant's
+    tools = json.dumps([t.model_dump() for t in toolset.tools], ensure_ascii=False)
+    return {"conversations": conv, "system": system, "tools": tools}
+
+
+def from_sharegpt(record: dict[str, Any], env: str, *, task_id: str, policy: str = "imported",
+                  dialect: str = "hermes") -> Trajectory:
+    tools = json.loads(record["tools"]) if record.get("tools") else None
+    toolset = _import_toolset(env, tools, task_id)
+    messages = [Message(role="system", content=record.get("system") or "")]
+    calls: list[ToolCall] = []
+    for i, turn in enumerate(record.get("conversations") or []):
+        kind, value = turn.get("from"), turn.get("value") or ""
+        if kind == "human":
+            messages.append(Message(role="user", content=value))
+        elif kind == "gpt":
+            calls = []
+            messages.append(Message(role="assistant", content=value))
+        elif kind == "function_call":
+            content = ""
+            if value.startswith(THINK_OPEN) and THINK_CLOSE in value:
+                content, _, value = value[len(THINK_OPEN):].partition(THINK_CLOSE)
+            try:
+                obj = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{task_id}: conversations[{i}] function_call is not JSON: {e}") from e
+            objs = obj if isinstance(obj, list) else [obj]
+            calls = [ToolCall(name=o.get("name", ""), arguments=o.get("arguments") or {},
+                              id=f"call_{i}_{k}") for k, o in enumerate(objs)]
+            messages.append(Message(role="assistant", content=content, tool_calls=calls))
+        elif kind == "observation":
+            for k, part in enumerate(value.split(OBSERVATION_JOIN)):
+                if k < len(calls):
+                    messages.append(Message(role="tool", content=part, name=calls[k].name,
+                                            tool_call_id=calls[k].id))
+                else:
+                    messages.append(Message(role="tool", content=part, name=FEEDBACK_NAME))
+        else:
+            raise ValueError(f"{task_id}: conversations[{i}] has unknown 'from' {kind!r}")
+    return _trajectory(messages, toolset, env=env, task_id=task_id, policy=policy, dialect=dialect)
+
+
+def write_sharegpt(trajs: Iterable[Trajectory], out_dir: str | Path, name: str = "trajforge") -> Path:
+    """Write ``<name>.jsonl`` and a ``dataset_info.json`` naming it into ``out_dir``; returns the file.
+
+    An existing ``dataset_info.json`` keeps its other entries.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.jsonl"
+    _write_jsonl((to_sharegpt(t) for t in trajs), path)
+    info_path = out_dir / "dataset_info.json"
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    info[name] = dataset_info_entry(path.name)
+    info_path.write_text(json.dumps(info, indent=2) + "\n")
+    return path
+
+
+def import_sharegpt(path: str | Path, env: str, policy: str = "imported",
+                    dialect: str = "hermes") -> list[Trajectory]:
+    path = Path(path)
+    return [from_sharegpt(rec, env, task_id=f"{path.stem}:{i}", policy=policy, dialect=dialect)
+            for i, rec in _read_jsonl(path)]
+
+
+# ---- Hugging Face datasets -------------------------------------------------------------------
+
+HF_META = ("task_id", "sample", "policy", "env", "dialect", "tier", "split")
+
+
+def to_hf_dataset(trajs: Iterable[Trajectory]):
+    """A ``datasets.Dataset`` with OpenAI-style ``messages`` and ``tools`` plus episode metadata.
+
+    ``messages`` and ``tools`` are JSON strings: Arrow would turn each call's ``arguments`` object
+    into a struct whose fields are the union over all rows (absent ones filled with null), which does
+    not round-trip. ``json.loads(row["messages"])`` gives the OpenAI list back.
+    """
+    from datasets import Dataset
+
+    rows: dict[str, list[Any]] = {k: [] for k in ("messages", "tools", *HF_META)}
+    for t in trajs:
+        rec = to_openai(t)
+        rows["messages"].append(json.dumps(rec["messages"], ensure_ascii=False))
+        rows["tools"].append(json.dumps(rec["tools"], ensure_ascii=False))
+        for k in HF_META:
+            rows[k].append(getattr(t, k))
+    return Dataset.from_dict(rows)
+
+
+def from_hf_dataset(ds, policy: str | None = None) -> list[Trajectory]:
+    """Trajectories from a dataset made by ``to_hf_dataset`` (metadata kept unless ``policy``)."""
+    out = []
+    for row in ds:
+        rec = {"messages": json.loads(row["messages"]), "tools": json.loads(row["tools"])}
+        traj = from_openai(rec, row["env"], task_id=row["task_id"], policy=policy or row["policy"],
+                           dialect=row["dialect"])
+        out.append(traj.model_copy(update={"sample": row["sample"], "tier": row["tier"], "split": row["split"]}))
+    return out
+
+
+def save_hf(trajs: Iterable[Trajectory], out: str | Path) -> Path:
+    """``to_parquet`` when ``out`` ends in ``.parquet``, else ``save_to_disk`` (a folder)."""
+    out = Path(out)
+    ds = to_hf_dataset(trajs)
+    if out.suffix == ".parquet":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        ds.to_parquet(str(out))
+    else:
+        ds.save_to_disk(str(out))
+    return out
+
+
+def load_hf(path: str | Path, policy: str | None = None) -> list[Trajectory]:
+    from datasets import Dataset, load_from_disk
+
+    path = Path(path)
+    ds = Dataset.from_parquet(str(path)) if path.suffix == ".parquet" else load_from_disk(str(path))
+    return from_hf_dataset(ds, policy=policy)
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+
+def _write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> int:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno - 1, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not a JSON line ({e})") from e

@@ -1,0 +1,101 @@
+"""SQL over a trajectory store with DuckDB: flat ``episodes`` and ``steps`` views over the shards.
+
+    from trajforge.store.query import query
+    query("store/", "SELECT fail_reason, count(*) n FROM episodes WHERE tier = 'hard' GROUP BY 1")
+
+    trajforge query "SELECT policy, avg(reward_total) FROM episodes GROUP BY 1" --store store/
+
+DuckDB reads the JSONL shards itself (``read_json`` with an explicit column list), so nothing is
+loaded into Python first and 10,000+ episodes stay fast. The column list names only what the views
+need: unnamed keys (messages, tool results, token ids) are never materialised, and a key a line
+lacks (``outcome`` before grading: the store writes with ``exclude_none``) reads as NULL. Torn lines
+are skipped, as ``TrajectoryStore`` skips them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from trajforge.store.jsonl import TrajectoryStore
+
+_PROBLEM = "STRUCT(kind VARCHAR, message VARCHAR, tool VARCHAR)"
+_STEP = (
+    f'STRUCT("index" BIGINT, raw VARCHAR, calls JSON[], errors {_PROBLEM}[], '
+    "repairs STRUCT(kind VARCHAR, detail VARCHAR)[], results STRUCT(name VARCHAR, ok BOOLEAN, error VARCHAR)[])"
+)
+_COLUMNS: dict[str, str] = {
+    "task_id": "VARCHAR", "sample": "BIGINT", "policy": "VARCHAR", "env": "VARCHAR",
+    "tier": "VARCHAR", "split": "VARCHAR", "dialect": "VARCHAR", "toolset_fingerprint": "VARCHAR",
+    "end": "VARCHAR", "wall_s": "DOUBLE", "executed": "BOOLEAN",
+    "outcome": "STRUCT(tier VARCHAR, fail_reason VARCHAR, correct BOOLEAN)",
+    "reward": "STRUCT(completion DOUBLE, step DOUBLE, efficiency DOUBLE, violation DOUBLE, total DOUBLE)",
+    "steps": f"{_STEP}[]",
+}
+
+EPISODES_SQL = """
+CREATE VIEW episodes AS SELECT
+    task_id, sample, policy, env, tier, split, dialect, toolset_fingerprint, "end", wall_s,
+    coalesce(len(steps), 0) AS turns,
+    outcome.tier AS outcome_tier, outcome.fail_reason AS fail_reason, outcome.correct AS correct,
+    reward.total AS reward_total, reward.completion AS reward_completion, reward.step AS reward_step,
+    reward.efficiency AS reward_efficiency, reward.violation AS reward_violation,
+    coalesce(list_sum([len(s.errors) for s in steps]), 0) AS n_errors,
+    coalesce(list_sum([len(s.repairs) for s in steps]), 0) AS n_repairs,
+    coalesce(executed, true) AS executed
+FROM raw
+"""
+
+STEPS_SQL = """
+CREATE VIEW steps AS SELECT
+    task_id, policy, sample, s."index" AS step, s.raw AS raw,
+    len(s.calls) AS n_calls,
+    [e.kind for e in s.errors] AS error_kinds,
+    [r.kind for r in s.repairs] AS repairs,
+    len([r for r in s.results if not r.ok]) AS n_tool_errors
+FROM (SELECT task_id, policy, sample, unnest(steps) AS s FROM raw)
+"""
+
+VIEWS = ("episodes", "steps")
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def connect(store_dir: str | Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the ``episodes`` and ``steps`` views over a store."""
+    shards = TrajectoryStore(store_dir).shards()
+    if not shards:
+        raise ValueError(f"no *.jsonl shards in {store_dir}")
+    files = "[" + ", ".join(_quote(str(p)) for p in shards) + "]"
+    columns = "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in _COLUMNS.items()) + "}"
+    con = duckdb.connect()
+    # With ignore_errors a torn line (a crash mid-append) reads as a row of NULLs; dropping rows
+    # without a task_id skips it, as TrajectoryStore's reader does.
+    con.execute(f"CREATE VIEW raw AS SELECT * FROM read_json({files}, format='newline_delimited', "
+                f"columns={columns}, ignore_errors=true) WHERE task_id IS NOT NULL")
+    con.execute(EPISODES_SQL)
+    con.execute(STEPS_SQL)
+    return con
+
+
+def query(store_dir: str | Path, sql: str) -> list[dict[str, Any]]:
+    """Run ``sql`` against the store's ``episodes`` / ``steps`` views; rows as dicts.
+
+    Raises ValueError with DuckDB's own message (which names the bad column, table or token) when
+    the SQL does not parse or bind.
+    """
+    con = connect(store_dir)
+    try:
+        cur = con.execute(sql)
+        if cur.description is None:  # a statement without a result set (e.g. SET)
+            return []
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+    except duckdb.Error as e:
+        raise ValueError(f"bad query ({type(e).__name__}): {e}; views: {', '.join(VIEWS)}") from e
+    finally:
+        con.close()
