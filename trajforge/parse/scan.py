@@ -116,7 +116,7 @@ def read_block(text: str, body_start: int, close: str, stops: tuple[str, ...]) -
         try:
             search_from = _DECODER.raw_decode(text, brace)[1]
         except json.JSONDecodeError:
-            pass  # damaged JSON: the tags decide, as they must
+            search_from = body_start  # damaged JSON: the tags decide, as they must
     c, s = first((close,), search_from), first(stops, search_from)
     if c < len(text) and c <= s:
         return Block(text[body_start:c], c + len(close), True)
