@@ -6,11 +6,14 @@ and other JSON damage are repaired with json-repair and recorded, so metrics can
 repaired validity apart. A call cut off mid-way (unbalanced braces at end of text) is a typed
 ``truncated`` error, not a repair: guessing the rest would dispatch arguments the model never wrote.
 A block ends at the first ``</tool_call>`` after its JSON object, so a value may contain the tags.
+A block that is exactly one strict JSON object between the tags is decoded once, on a fast path;
+anything else takes the tolerant path, with the same outcome for the blocks both could read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import load_json, read_block
@@ -18,6 +21,8 @@ from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+_DECODER = json.JSONDecoder()
+_json_ws = re.compile(r"[ \t\n\r]*").match
 
 
 def _compact_tool(spec) -> str:
@@ -82,12 +87,36 @@ class HermesDialect(Dialect):
         pieces, pos = [], 0
         while (start := text.find(OPEN, pos)) != -1:
             pieces.append(text[pos:start])
-            block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
-            self._parse_block(block.body.strip(), block.closed, toolset, result)
-            pos = block.end
+            pos = self._fast_block(text, start + len(OPEN), toolset, result)
+            if pos is None:  # anything but clean JSON between the tags: the tolerant path
+                block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
+                self._parse_block(block.body.strip(), block.closed, toolset, result)
+                pos = block.end
         pieces.append(text[pos:])
         result.text = "".join(pieces).strip()
         return result
+
+    def _fast_block(self, text: str, at: int, toolset: Toolset, result: ParseResult) -> int | None:
+        """The common case in one pass: whitespace, one strict JSON object, whitespace, ``</tool_call>``.
+
+        Decodes the object once, where ``read_block`` + ``json.loads`` would decode it twice; the
+        outcome is the one the tolerant path gives for such a block. Returns where the text resumes,
+        or None (nothing recorded) for any other shape.
+        """
+        if not text.startswith("{", at):
+            at = _json_ws(text, at).end()
+            if not text.startswith("{", at):
+                return None
+        try:
+            obj, end = _DECODER.raw_decode(text, at)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+        if not text.startswith(CLOSE, end):
+            end = _json_ws(text, end).end()
+            if not text.startswith(CLOSE, end):
+                return None
+        self._accept(obj, [], toolset, result)
+        return end + len(CLOSE)
 
     def _parse_block(self, body: str, closed: bool, toolset: Toolset, result: ParseResult) -> None:
         if not closed and not _balanced(body):
@@ -97,7 +126,9 @@ class HermesDialect(Dialect):
         repairs: list[Repair] = []
         if not closed:
             repairs.append(Repair(kind="unclosed_tag", detail="missing </tool_call>"))
-        obj = self._load(body, repairs)
+        self._accept(self._load(body, repairs), repairs, toolset, result)
+
+    def _accept(self, obj, repairs: list[Repair], toolset: Toolset, result: ParseResult) -> None:
         if not isinstance(obj, dict):
             result.errors.append(CallError(
                 kind="malformed",
@@ -112,7 +143,8 @@ class HermesDialect(Dialect):
             result.errors.append(error)
             return
         result.calls.append(call)
-        result.repairs.extend(repairs + arg_repairs)
+        if repairs or arg_repairs:
+            result.repairs.extend(repairs + arg_repairs)
 
     @staticmethod
     def _load(body: str, repairs: list[Repair]):

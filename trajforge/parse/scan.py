@@ -52,7 +52,12 @@ def load_json(body: str, repairs: list[Repair]) -> Any:
         return json.loads(body)
     except json.JSONDecodeError:
         pass
-    fixed = json_repair.loads(body)
+    except RecursionError:  # nested deeper than the interpreter allows: no call looks like that
+        return None
+    try:
+        fixed = json_repair.loads(body)
+    except RecursionError:
+        return None
     if fixed in ("", None, [], {}) and body.strip() not in ("{}", "[]"):
         return None
     repairs.append(Repair(kind="json_repair", detail=body[:80]))
@@ -80,7 +85,7 @@ def read_json_at(text: str, start: int, repairs: list[Repair]) -> Span:
     try:
         value, end = _DECODER.raw_decode(text, start)
         return Span(value, end)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         pass
     end = match_close(text, start)
     if end is None:
@@ -115,7 +120,7 @@ def read_block(text: str, body_start: int, close: str, stops: tuple[str, ...]) -
     if brace != -1 and brace < first((close, *stops), body_start):
         try:
             search_from = _DECODER.raw_decode(text, brace)[1]
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             search_from = body_start  # damaged JSON: the tags decide, as they must
     c, s = first((close,), search_from), first(stops, search_from)
     if c < len(text) and c <= s:

@@ -3,16 +3,20 @@
 Order matters: coerce what the schema clearly asks for (``"3"`` → 3 for an integer parameter,
 recorded as a repair), then validate with jsonschema. A call that still fails is an error and is
 never dispatched with guessed or defaulted arguments.
+
+Arguments that already fit the schema skip both steps: a checker compiled once per schema object
+(``_surely_valid``) accepts the common case in about a microsecond and answers "unsure" for
+anything outside the simple subset tool schemas use, which then goes through jsonschema as before.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, Callable
 
 import jsonschema
 
-from trajforge.schema import CallError, Repair, ToolCall, Toolset
+from trajforge.schema import CallError, Repair, ToolCall, ToolSpec, Toolset
 
 
 def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
@@ -42,6 +46,22 @@ def closest_tool(name: str, toolset: Toolset) -> str | None:
     return match[0] if match else None
 
 
+_TOOLS: dict[int, tuple[Toolset, dict[str, ToolSpec]]] = {}
+
+
+def _tool(toolset: Toolset, name: str) -> ToolSpec | None:
+    """``toolset.get(name)`` through a name index built once per (immutable) Toolset."""
+    hit = _TOOLS.get(id(toolset))
+    if hit is None or hit[0] is not toolset:
+        if len(_TOOLS) > 1024:
+            _TOOLS.clear()
+        index: dict[str, ToolSpec] = {}
+        for t in toolset.tools:
+            index.setdefault(t.name, t)  # first wins, as Toolset.get does
+        hit = _TOOLS[id(toolset)] = (toolset, index)
+    return hit[1].get(name)
+
+
 def validate_call(
     name: Any, arguments: Any, toolset: Toolset
 ) -> tuple[ToolCall | None, CallError | None, list[Repair]]:
@@ -49,7 +69,7 @@ def validate_call(
     repairs: list[Repair] = []
     if not isinstance(name, str) or not name:
         return None, CallError(kind="malformed", message="Tool call has no tool name."), repairs
-    spec = toolset.get(name)
+    spec = _tool(toolset, name)
     if spec is None:
         hint = closest_tool(name, toolset)
         extra = f" Did you mean {hint!r}?" if hint else ""
@@ -64,6 +84,8 @@ def validate_call(
         return None, CallError(
             kind="invalid_args", message=f"Arguments for {name} must be a JSON object.", tool=name
         ), repairs
+    if _surely_valid(arguments, spec.parameters):  # the common case: no coercion, no validator built
+        return ToolCall(name=name, arguments=arguments), None, repairs
     props = spec.parameters.get("properties", {})
     fixed = dict(arguments)
     for key, value in arguments.items():
@@ -72,10 +94,98 @@ def validate_call(
             if changed:
                 fixed[key] = new
                 repairs.append(Repair(kind="coerce_type", detail=f"{name}.{key}: {value!r} -> {new!r}"))
+    if _surely_valid(fixed, spec.parameters):
+        return ToolCall(name=name, arguments=fixed), None, repairs
     error = _schema_error(name, fixed, spec.parameters)
     if error:
         return None, CallError(kind="invalid_args", message=error, tool=name), repairs
     return ToolCall(name=name, arguments=fixed), None, repairs
+
+
+_ANNOTATIONS = {"description", "title", "default", "examples"}
+_SIMPLE = {"type", "enum", "properties", "required", "additionalProperties", "items"} | _ANNOTATIONS
+_TYPES: dict[str, tuple[type, ...]] = {  # exact Python types; anything else is left to jsonschema
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
+    "object": (dict,), "null": (type(None),),
+}
+_SCALARS = (str, int, float, bool, type(None))
+_Check = Callable[[Any], bool]
+_CHECKS: dict[int, tuple[Any, _Check]] = {}
+
+
+def _always(value: Any) -> bool:
+    return True
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+def _compile(schema: Any) -> _Check:
+    """A checker that says True only when a value certainly satisfies ``schema``.
+
+    Covers the subset ``ToolSpec.from_function`` writes (type, enum, properties, required,
+    additionalProperties, items, annotations); any other keyword compiles to "unsure" (False), as
+    does every doubtful value (1.0 for an integer, a str subclass), so jsonschema keeps the last word.
+    """
+    if schema is True:
+        return _always
+    if not isinstance(schema, dict) or not schema.keys() <= _SIMPLE:
+        return _never
+    kind = schema.get("type")
+    types: frozenset | None = None
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        if not all(isinstance(k, str) and k in _TYPES for k in kinds):
+            return _never
+        types = frozenset(t for k in kinds for t in _TYPES[k])
+    enum = schema.get("enum")
+    if enum is not None and not isinstance(enum, list):
+        return _never
+    options = frozenset((type(o), o) for o in enum if type(o) in _SCALARS) if enum is not None else None
+    items = _compile(schema["items"]) if "items" in schema else None
+    props, required = schema.get("properties", {}), schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return _never
+    prop_checks = {k: _compile(v) for k, v in props.items()}
+    extra_check = _compile(extra)
+    objects = bool(prop_checks or required or extra is not True)
+
+    if options is None and items is None and not objects:  # a scalar parameter: one type test
+        return _always if types is None else (lambda value: type(value) in types)
+
+    def check(value: Any) -> bool:
+        t = type(value)
+        if types is not None and t not in types:
+            return False
+        if options is not None and (t not in _SCALARS or (t, value) not in options):
+            return False
+        if t is list and items is not None:
+            for v in value:
+                if not items(v):
+                    return False
+        elif t is dict and objects:
+            for r in required:
+                if r not in value:
+                    return False
+            get = prop_checks.get
+            for k, v in value.items():
+                if not get(k, extra_check)(v):
+                    return False
+        return True
+
+    return check
+
+
+def _surely_valid(value: Any, schema: dict[str, Any]) -> bool:
+    """True when ``value`` certainly satisfies ``schema`` (compiled once per schema object)."""
+    hit = _CHECKS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_CHECKS) > 4096:
+            _CHECKS.clear()
+        hit = _CHECKS[id(schema)] = (schema, _compile(schema))
+    return hit[1](value)
 
 
 def _schema_error(name: str, arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
