@@ -13,7 +13,6 @@ argument keys the raw text contains — no call is ever dispatched with defaulte
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections import Counter

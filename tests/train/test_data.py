@@ -3,7 +3,7 @@ from transformers import AutoTokenizer
 
 from tests.tiny import build_tiny_model
 from trajforge.parse import get_dialect
-from trajforge.schema import Message, Step, ToolCall, ToolResult, ToolSpec, Toolset, Trajectory
+from trajforge.schema import Message, Step, ToolCall, ToolSpec, Toolset, Trajectory
 from trajforge.train.data import TemplateError, render_sample
 
 

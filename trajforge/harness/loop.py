@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from trajforge.envs import Environment, make_env
 from trajforge.parse.native import parse_tool_calls
 from trajforge.policies.base import Generation, Policy, TurnRequest
-from trajforge.schema import Message, Step, Task, ToolResult, Trajectory
+from trajforge.schema import Message, Step, Task, Trajectory
 
 
 class HarnessConfig(BaseModel):
