@@ -1,11 +1,15 @@
 # make demo: create .venv, install, run the closed loop on the embedded model.
 # make test: create .venv, install what the tests need, run the suite.
-# (No system packages are needed yet: SQLite comes with Python.)
+# System packages: bubblewrap (the code environment's sandbox) and chromium (browser tests of the
+# report and viewer). `make test` installs them with apt-get when it runs as root; elsewhere the
+# tests that need them skip with a reason, unless TRAJFORGE_REQUIRE_SYSDEPS=1 (CI) makes that fail.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install clean
+SYSPKGS := bubblewrap chromium
+
+.PHONY: demo test install sysdeps clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,10 +21,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed
 
+sysdeps:
+	@missing=""; for p in $(SYSPKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "note: system packages missing:$$missing (run as root to install; their tests will skip)"; fi
+
 demo: install
 	$(BIN)/trajforge demo --out runs/demo
 
-test: install
+test: install sysdeps
 	$(BIN)/python -m pytest tests
 
 clean:

@@ -12,3 +12,20 @@ def _trajforge_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.getbasetemp() / "trajforge-home"
     monkeypatch.setenv("TRAJFORGE_HOME", str(home))
     yield
+
+
+def require_system(binary: str, package: str) -> str:
+    """Path of a system binary a test needs; skip without it, or fail where CI demands it.
+
+    ``make test`` installs these packages as root; CI sets TRAJFORGE_REQUIRE_SYSDEPS=1 so a missing
+    package is a failure there instead of a silent skip.
+    """
+    import shutil
+
+    path = shutil.which(binary)
+    if path:
+        return path
+    msg = f"{binary} not found (Debian package {package!r}; `make test` installs it as root)"
+    if os.environ.get("TRAJFORGE_REQUIRE_SYSDEPS") == "1":
+        pytest.fail(msg)
+    pytest.skip(msg)

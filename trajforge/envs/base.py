@@ -1,13 +1,16 @@
 """Environment protocol: tools are typed methods; the base class derives the Toolset and dispatches.
 
-An environment instance serves exactly one episode: ``reset(task)``, then ``execute(call)`` per
-valid call, then ``verify()``. Model mistakes inside a tool raise ``ToolError`` and become a
+An environment instance serves exactly one episode: ``reset(task)`` (returns the first
+observation), then ``execute(call)`` per valid call, then ``verify()``. ``snapshot()`` /
+``restore()`` capture and put back the full episode state, so guided exploration and branching
+rollouts can rewind to a good step. Model mistakes inside a tool raise ``ToolError`` and become a
 result the model sees; any other exception is an infrastructure fault (``env_fault``), which the
 grader never treats as a model failure.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any, ClassVar
 
@@ -48,6 +51,11 @@ class Environment:
     """System instructions shown to the model above the tool block."""
     final_tool: ClassVar[str | None] = None
     """Calling this tool ends the episode (e.g. ``submit_answer``)."""
+    state_fields: ClassVar[tuple[str, ...]] = ()
+    """Extra instance attributes (beyond done/milestones) that make up the episode state.
+
+    The default ``snapshot`` deep-copies them; environments whose state lives outside Python
+    objects (a server, a work directory) override ``snapshot``/``restore`` instead."""
 
     def __init__(self, seed: int = 0):
         self.seed = seed
@@ -59,10 +67,22 @@ class Environment:
     def toolset(cls) -> Toolset:
         return Toolset(tools=tuple(ToolSpec.from_function(getattr(cls, n)) for n in cls.tool_names))
 
-    def reset(self, task: Task) -> None:
+    def reset(self, task: Task) -> str:
+        """Start an episode on ``task``; returns the first observation ("" when there is none)."""
         self.task = task
         self.done = False
         self.milestones = []
+        return ""
+
+    def snapshot(self) -> dict[str, Any]:
+        """The full episode state, restorable with ``restore`` (on this instance)."""
+        names = ("done", "milestones", *self.state_fields)
+        return copy.deepcopy({n: getattr(self, n) for n in names})
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Put back a state taken by ``snapshot``; later snapshots stay valid."""
+        for name, value in copy.deepcopy(snap).items():
+            setattr(self, name, value)
 
     def reach(self, milestone: str) -> None:
         """Record a process milestone once."""

@@ -61,6 +61,8 @@ class SqlEnv(Environment):
     name = "sql"
     tool_names = ("list_tables", "describe_table", "run_sql", "submit_answer")
     final_tool = "submit_answer"
+    # The database is read-only, so the episode state is just what the agent submitted.
+    state_fields = ("answer",)
 
     def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
                  max_chars: int = 4000):
@@ -75,7 +77,7 @@ class SqlEnv(Environment):
 
     # ---- episode lifecycle ------------------------------------------------------------------
 
-    def reset(self, task: Task) -> None:
+    def reset(self, task: Task) -> str:
         """Open a fresh read-only connection on the task's database (``task.seed``)."""
         super().reset(task)
         self.close()
@@ -86,6 +88,7 @@ class SqlEnv(Environment):
         self._schema = _describe_all(self._conn)
         self._conn.set_authorizer(_authorize)
         self._conn.set_progress_handler(self._check_deadline, _PROGRESS_OPS)
+        return ""
 
     def close(self) -> None:
         if self._conn is not None:
