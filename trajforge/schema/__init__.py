@@ -4,16 +4,18 @@ from trajforge.schema.task import Split, Task, Tier
 from trajforge.schema.tools import ToolCall, ToolSpec, Toolset
 from trajforge.schema.trajectory import (
     CallError,
+    Fault,
     Message,
     Outcome,
     Repair,
     RewardBreakdown,
+    SamplingConfig,
     Step,
     ToolResult,
     Trajectory,
 )
 
 __all__ = [
-    "CallError", "Message", "Outcome", "Repair", "RewardBreakdown", "Split", "Step", "Task",
-    "Tier", "ToolCall", "ToolResult", "ToolSpec", "Toolset", "Trajectory",
+    "CallError", "Fault", "Message", "Outcome", "Repair", "RewardBreakdown", "SamplingConfig",
+    "Split", "Step", "Task", "Tier", "ToolCall", "ToolResult", "ToolSpec", "Toolset", "Trajectory",
 ]

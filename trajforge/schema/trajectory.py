@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge.schema.tools import ToolCall
 
@@ -72,6 +72,42 @@ class ToolResult(BaseModel):
     """Wall time of the call."""
 
 
+class Fault(BaseModel):
+    """One infrastructure failure met during an episode: a server error, a timeout, a crashed tool.
+
+    Faults are recorded whether or not a retry then succeeded, so reports can count them; an
+    episode that ends because of one is ``end="env_fault"`` and is never used as a negative."""
+
+    kind: str
+    """``http_429``, ``http_503``, ``connection``, ``request_timeout``, ``bad_response``,
+    ``tool_crash``, ``tool_timeout``, ``env_start``, ``env_timeout`` or ``episode_timeout``."""
+    message: str = ""
+    """What went wrong, as reported by the failing part."""
+    attempt: int = 0
+    """Which attempt failed (0 is the first try)."""
+    elapsed_s: float = 0.0
+    """Seconds the failed attempt took."""
+    step: int | None = None
+    """Turn during which it happened (None: before the first turn or at the end)."""
+    retried: bool = False
+    """Whether another attempt followed (False: it ended the episode or was not retryable)."""
+
+
+class SamplingConfig(BaseModel):
+    """Sampling settings of a policy; part of an episode's idempotency key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float = 0.0
+    """Softmax temperature (0: greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_tokens: int | None = None
+    """Completion token cap (None: the policy's own default)."""
+    seed: int | None = None
+    """Sampling seed, where the backend takes one."""
+
+
 class Step(BaseModel):
     """One assistant turn and everything that followed from it."""
 
@@ -95,6 +131,8 @@ class Step(BaseModel):
     """Generation wall time (batch time shared by the batch)."""
     tool_s: float = 0.0
     """Tool execution wall time."""
+    retries: int = 0
+    """Model requests retried for this turn after transient server errors (see Trajectory.faults)."""
 
 
 class Outcome(BaseModel):
@@ -161,3 +199,7 @@ class Trajectory(BaseModel):
     """Episode wall time."""
     executed: bool = True
     """False for imported conversations that were never run here."""
+    faults: list[Fault] = Field(default_factory=list)
+    """Infrastructure faults met on the way, retried or not (empty for a clean episode)."""
+    sampling: SamplingConfig | None = None
+    """Sampling settings the episode ran with; None in stores written before they were recorded."""
