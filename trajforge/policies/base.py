@@ -27,6 +27,21 @@ class Generation(NamedTuple):
     """Structured calls when the backend returned them natively (OpenAI ``tool_calls``)."""
 
 
+class RequestFault(Exception):
+    """A model request failed because of the infrastructure (server, network, deadline), never
+    because of what the model wrote; the harness retries it when ``retryable``."""
+
+    def __init__(self, kind: str, message: str, retryable: bool, retry_after_s: float | None = None):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        """``http_<status>``, ``connection``, ``request_timeout`` or ``bad_response``."""
+        self.message = message
+        self.retryable = retryable
+        """True for 429, 5xx, connection reset/refused and timeouts."""
+        self.retry_after_s = retry_after_s
+        """The server's ``Retry-After``, when it sent one."""
+
+
 class Policy(Protocol):
     name: str
     dialect: Dialect

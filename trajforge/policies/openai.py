@@ -5,10 +5,16 @@ By default tools go in the request's ``tools`` field and structured ``tool_calls
 ``native_tools=False`` the dialect renders tools into the system prompt and the raw text is parsed
 by the dialect (for servers started without a tool-call parser). The API key is read from the
 environment variable named by ``api_key_env``; it is never stored.
+
+``act`` serves the batched loop (a thread per request); ``act_one`` is the async path the
+collection harness uses, one episode's turn at a time, over one ``httpx.AsyncClient`` per event
+loop. It turns every failure into a ``RequestFault`` that says whether a retry can help (429, 5xx,
+connection reset/refused, timeouts) or not (other 4xx, a body that is not a chat completion).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from trajforge.parse import Dialect, get_dialect
-from trajforge.policies.base import Generation, TurnRequest
+from trajforge.policies.base import Generation, RequestFault, TurnRequest
 from trajforge.schema import Message
 
 
@@ -67,6 +73,10 @@ class OpenAIPolicy:
         key = os.environ.get(api_key_env, "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(timeout=timeout_s, headers=headers)
+        self.timeout_s = timeout_s
+        self._headers = headers
+        self._aclient: httpx.AsyncClient | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
 
     def _payload(self, req: TurnRequest) -> dict:
         body = {"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens}
@@ -80,12 +90,67 @@ class OpenAIPolicy:
     def _one(self, req: TurnRequest) -> Generation:
         resp = self.client.post(f"{self.base_url}/chat/completions", json=self._payload(req))
         resp.raise_for_status()
-        msg = resp.json()["choices"][0]["message"]
+        return self._generation(resp.json())
+
+    def _generation(self, data: dict) -> Generation:
+        msg = data["choices"][0]["message"]
         text = msg.get("content") or ""
         if self.native_tools:
             return Generation(text=text, native_calls=msg.get("tool_calls") or [])
         return Generation(text=text)
 
+    def _async_client(self) -> httpx.AsyncClient:
+        """One client per event loop (a client is bound to the loop that opened its connections);
+        no connection cap: the harness bounds concurrency itself."""
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aloop is not loop:
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+            self._aclient = httpx.AsyncClient(timeout=self.timeout_s, headers=self._headers,
+                                              limits=limits)
+            self._aloop = loop
+        return self._aclient
+
+    async def act_one(self, req: TurnRequest, timeout_s: float | None = None) -> Generation:
+        """One turn of one episode; ``timeout_s`` bounds the whole request (default: the policy's).
+
+        Raises ``RequestFault``; never retries (retrying is the harness's decision)."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        client = self._async_client()
+        try:
+            async with asyncio.timeout(timeout_s):  # httpx's own timeouts are per phase, not total
+                resp = await client.post(f"{self.base_url}/chat/completions", json=self._payload(req),
+                                         timeout=timeout_s)
+        except (TimeoutError, httpx.TimeoutException) as e:
+            raise RequestFault("request_timeout", f"no complete answer within {timeout_s:g}s "
+                               f"({type(e).__name__})", retryable=True) from None
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as e:
+            raise RequestFault("connection", f"{type(e).__name__}: {e}", retryable=True) from None
+        except httpx.TransportError as e:  # bad URL, unsupported protocol: retrying cannot help
+            raise RequestFault("connection", f"{type(e).__name__}: {e}", retryable=False) from None
+        if resp.status_code != 200:
+            transient = resp.status_code == 429 or resp.status_code >= 500
+            raise RequestFault(f"http_{resp.status_code}", resp.text[:300], retryable=transient,
+                               retry_after_s=_retry_after(resp))
+        try:
+            return self._generation(resp.json())
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise RequestFault("bad_response", f"not a chat completion ({type(e).__name__}: {e}): "
+                               f"{resp.text[:200]!r}", retryable=False) from None
+
+    async def aclose(self) -> None:
+        """Close the async client of the running loop (the harness calls it when a run ends)."""
+        if self._aclient is not None and self._aloop is asyncio.get_running_loop():
+            await self._aclient.aclose()
+        self._aclient = self._aloop = None
+
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         with ThreadPoolExecutor(max_workers=min(8, len(requests))) as pool:
             return list(pool.map(self._one, requests))
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    """Seconds from a numeric ``Retry-After`` header (HTTP dates are rare from model servers)."""
+    try:
+        return max(0.0, float(resp.headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
