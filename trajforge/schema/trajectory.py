@@ -33,6 +33,8 @@ class Message(BaseModel):
     raw: str | None = None
     """Assistant text exactly as generated; history is rendered from it so the model sees (and
     training replays) its own tokens, not a re-serialization of the parsed calls."""
+    role_name: str | None = None
+    """Pipeline role that produced or received this message (multi-agent runs); None otherwise."""
 
 
 class CallError(BaseModel):
@@ -133,6 +135,11 @@ class Step(BaseModel):
     """Tool execution wall time."""
     retries: int = 0
     """Model requests retried for this turn after transient server errors (see Trajectory.faults)."""
+    completion_logprobs: list[float] | None = None
+    """Log-probability of each completion token under the sampling model, where the backend
+    returns them (vLLM/SGLang/``trajforge serve``); aligned with ``completion_ids``."""
+    role_name: str | None = None
+    """Pipeline role that took this turn (multi-agent runs); None otherwise."""
 
 
 class Outcome(BaseModel):
@@ -149,6 +156,8 @@ class Outcome(BaseModel):
     """Whether the verifier accepted the submitted answer."""
     milestones: list[str] = Field(default_factory=list)
     """Process milestones reached (for the step reward)."""
+    failed_role: str | None = None
+    """Pipeline role whose turn caused the failure, when the trajectory has role tags."""
 
 
 class RewardBreakdown(BaseModel):
