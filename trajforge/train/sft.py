@@ -21,40 +21,26 @@ from pydantic import BaseModel
 from trajforge.envs import env_class
 from trajforge.parse import get_dialect
 from trajforge.policies.hf import ADAPTER_META
-from trajforge.policies.models import default_dtype, resolve
+from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
 from trajforge.train.data import Sample, render_sample
+from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import IGNORE, masked_lm_loss
+from trajforge.train.replay import mix_replay
+from trajforge.train.trainer import LoraSettings, fit, lora_model
 
 
-class SFTConfig(BaseModel):
-    """LoRA SFT hyper-parameters."""
+class SFTConfig(LoraSettings):
+    """LoRA SFT hyper-parameters (adapter, optimiser and checkpoint settings in ``LoraSettings``)."""
 
-    r: int = 32
-    """LoRA rank."""
-    alpha: int = 64
-    """LoRA alpha."""
-    dropout: float = 0.05
-    """LoRA dropout."""
-    targets: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    """Modules that get adapters."""
-    lr: float = 2e-4
-    """Peak learning rate (cosine decay, short warm-up)."""
     epochs: float = 2.0
     """Passes over the data."""
-    batch_size: int = 8
-    """Sequences per optimizer step."""
     max_len: int = 1536
     """Samples longer than this are skipped (and counted), never cut mid-conversation."""
     tiers: list[str] = ["success"]
     """Outcome tiers used as demonstrations."""
-    seed: int = 0
-    """Seed for data order, dropout and LoRA init."""
-    max_steps: int = -1
-    """Stop after this many optimizer steps (-1: run all epochs)."""
-    dtype: str = "auto"
-    """Base-model weights: auto (bf16 where the hardware does it natively), float32 or bfloat16.
-    Adapter weights and optimizer state stay fp32; matmuls run under bf16 autocast."""
+    replay_share: float = 0.0
+    """Share of each epoch made of general-instruction replay samples (against forgetting)."""
 
 
 class SFTResult(BaseModel):
@@ -66,6 +52,8 @@ class SFTResult(BaseModel):
     steps: int
     losses: list[float]
     seconds: float
+    skipped_nonfinite: int = 0
+    resumed_from: int = 0
 
 
 def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], dict[str, int]]:
@@ -110,6 +98,15 @@ def collate(batch: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
             "labels": torch.tensor(labels)}
 
 
+def _epoch_rows(samples: list[Sample], cfg: SFTConfig) -> list[dict[str, Any]]:
+    """Rows for all epochs (fractional epochs allowed), each epoch in a fresh length-grouped order."""
+    rows = []
+    for epoch in range(max(1, math.ceil(cfg.epochs))):
+        order = _length_batches(samples, cfg.batch_size, cfg.seed + epoch)
+        rows += [{"input_ids": samples[i].input_ids, "loss_mask": samples[i].loss_mask} for i in order]
+    return rows[: int(len(samples) * cfg.epochs)]
+
+
 def _length_batches(samples: list[Sample], batch_size: int, seed: int) -> list[int]:
     """An order that puts similar lengths together (less padding) with shuffled batches."""
     rng = random.Random(seed)
@@ -119,48 +116,16 @@ def _length_batches(samples: list[Sample], batch_size: int, seed: int) -> list[i
     return [i for b in batches for i in b]
 
 
-def _fit(net, rows: list[dict[str, Any]], pad_id: int, cfg: SFTConfig, progress: bool) -> list[float]:
-    """AdamW with warm-up and cosine decay over length-grouped batches; returns per-step losses.
-
-    A plain loop rather than transformers' Trainer: on these CPUs the Trainer ran ~3x slower per
-    step for the same batches, and the shared-prefix loss needs the batch as one unit.
-    """
-    import torch
-    from transformers import get_cosine_schedule_with_warmup
-
-    from trajforge.harness.progress import progress_bar
-
-    batches = [rows[i: i + cfg.batch_size] for i in range(0, len(rows), cfg.batch_size)]
-    if cfg.max_steps > 0:
-        batches = batches[: cfg.max_steps]
-    params = [p for p in net.parameters() if p.requires_grad]
-    device = next(net.parameters()).device
-    bf16 = next(net.get_base_model().parameters()).dtype == torch.bfloat16
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    sched = get_cosine_schedule_with_warmup(opt, max(1, len(batches) // 20), len(batches))
-    net.train()
-    losses: list[float] = []
-    with progress_bar("train sft", len(batches), progress) as advance:
-        for batch in batches:
-            inputs = collate(batch, pad_id)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = masked_lm_loss(net, inputs["input_ids"], inputs["attention_mask"], inputs["labels"])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
-            advance(1)
-    net.eval()
-    return losses
-
-
 def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFTConfig | None = None,
-              allow_mismatch: bool = False, progress: bool = True) -> SFTResult:
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+              allow_mismatch: bool = False, progress: bool = True, resume: bool = False,
+              evaluator: InLoopEval | None = None, replay: list[Sample] | None = None) -> SFTResult:
+    """Train an adapter on the successful trajectories; see the module docstring.
+
+    ``replay``: general-instruction samples (train/replay.py) mixed in at ``cfg.replay_share``.
+    ``resume`` continues from the last checkpoint in ``out_dir``; ``evaluator`` runs the in-loop
+    evaluation every ``cfg.eval_every`` steps.
+    """
+    from transformers import AutoTokenizer
 
     cfg = cfg or SFTConfig()
     started = time.perf_counter()
@@ -178,25 +143,31 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
             skipped["too_long"] = skipped.get("too_long", 0) + 1
         else:
             samples.append(s)
-    order = _length_batches(samples, cfg.batch_size, cfg.seed)
-    epochs = max(1, math.ceil(cfg.epochs))
-    rows = [{"input_ids": samples[i].input_ids, "loss_mask": samples[i].loss_mask}
-            for _ in range(epochs) for i in order]
-    rows = rows[: int(len(samples) * cfg.epochs)]  # fractional epochs allowed
+    if replay and cfg.replay_share > 0:
+        samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
+    rows = _epoch_rows(samples, cfg)
+    net, tok = lora_model(path, cfg)
+    batches = [rows[i: i + cfg.batch_size] for i in range(0, len(rows), cfg.batch_size)]
+    if cfg.max_steps > 0:
+        batches = batches[: cfg.max_steps]
+    pad = tok.pad_token_id
 
-    torch.manual_seed(cfg.seed)
-    dtype = default_dtype(cfg.dtype)
-    net = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    net = get_peft_model(net, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
-                                         target_modules=cfg.targets, task_type="CAUSAL_LM"))
-    losses = _fit(net, rows, tok.pad_token_id, cfg, progress)
+    def loss_fn(batch):
+        inputs = collate(batch, pad)
+        return masked_lm_loss(net, inputs["input_ids"], inputs["attention_mask"], inputs["labels"]), {}
+
+    hook = evaluator.hook(net, tok) if evaluator else None
+    fitted = fit(net, len(batches), batches.__getitem__, loss_fn, cfg, out_dir, "sft", progress,
+                 resume, hook)
     out = Path(out_dir)
     net.save_pretrained(out)
     tok.save_pretrained(out)
+    used = [r for b in batches for r in b]
     result = SFTResult(
         adapter_dir=str(out), samples=len(samples), skipped=skipped,
-        tokens=sum(len(r["input_ids"]) for r in rows), loss_tokens=sum(sum(r["loss_mask"]) for r in rows),
-        steps=len(losses), losses=losses, seconds=time.perf_counter() - started,
+        tokens=sum(len(r["input_ids"]) for r in used), loss_tokens=sum(sum(r["loss_mask"]) for r in used),
+        steps=len(fitted.losses), losses=fitted.losses, seconds=time.perf_counter() - started,
+        skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
     )
     meta = {"toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": data[0].dialect,
             "base_model": model, "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})}

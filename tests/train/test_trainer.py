@@ -1,0 +1,102 @@
+"""The shared loop: a killed-and-resumed run equals an uninterrupted one; NaN steps are skipped."""
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from trajforge.train.trainer import Checkpointer, LoraSettings, NonFiniteWeights, fit, lora_model
+
+SCRIPT = textwrap.dedent("""
+    import os, signal, sys, json
+    import torch
+    torch.set_num_threads(1)
+    from trajforge.grade import graded
+    from trajforge.harness import run_episodes
+    from trajforge.policies import make_policy
+    from trajforge.tasks import synthesize
+    from trajforge.train.sft import SFTConfig, train_sft
+
+    model, out, mode = sys.argv[1:4]
+    tasks = [t for t in synthesize("sql", 40, seed=3).tasks if t.split == "train"]
+    trajs = [graded(t) for t in run_episodes(tasks, make_policy("expert"))]
+
+    class Killer:  # dies like a SIGKILLed job right after step 3 (checkpoint is at step 2)
+        def hook(self, net, tok):
+            def on_step(step):
+                if step == 3:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return on_step
+
+    cfg = SFTConfig(r=4, alpha=8, dropout=0.1, batch_size=2, max_steps=6, checkpoint_every=2, lr=1e-2)
+    res = train_sft(trajs, model, out, cfg, progress=False, resume=(mode == "resume"),
+                    evaluator=Killer() if mode == "kill" else None)
+    print(json.dumps({"losses": res.losses, "resumed_from": res.resumed_from}))
+""")
+
+
+def _run(model, out, mode):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, model, str(out), mode], capture_output=True,
+                          text=True, timeout=300)
+    return proc
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_training_matches_an_uninterrupted_run(tiny_model, tmp_path):
+    killed = _run(tiny_model, tmp_path / "a", "kill")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert (tmp_path / "a" / "checkpoints" / "latest").read_text() == "step-000002"
+    resumed = _run(tiny_model, tmp_path / "a", "resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    straight = _run(tiny_model, tmp_path / "b", "fresh")
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    r, s = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (resumed, straight))
+    assert r["resumed_from"] == 2 and s["resumed_from"] == 0
+    assert len(r["losses"]) == len(s["losses"]) == 6
+    assert r["losses"] == pytest.approx(s["losses"], rel=1e-5)
+    wa = load_file(str(tmp_path / "a" / "adapter_model.safetensors"))
+    wb = load_file(str(tmp_path / "b" / "adapter_model.safetensors"))
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+
+
+def _adapter(net):
+    return {n: p.detach().clone() for n, p in net.named_parameters() if p.requires_grad}
+
+
+def test_nonfinite_step_is_skipped_and_never_checkpointed(tiny_model, tmp_path):
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0, lr=1e-2, checkpoint_every=2)
+    net, tok = lora_model(tiny_model, cfg)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    snapshots = {}
+
+    def loss_fn(step):
+        logits = net(input_ids=ids).logits.float()
+        loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
+        return (loss * math.nan if step == 2 else loss), {}
+
+    def on_step(step):
+        snapshots[step] = _adapter(net)
+
+    res = fit(net, 4, lambda s: s, loss_fn, cfg, tmp_path, progress=False, on_step=on_step)
+    assert res.skipped_nonfinite == 1 and len(res.losses) == 3
+    for k in snapshots[2]:  # step 3 (index 2) changed nothing
+        assert torch.equal(snapshots[2][k], snapshots[3][k])
+    assert any(not torch.equal(snapshots[1][k], snapshots[2][k]) for k in snapshots[1])
+    ckpt = Checkpointer(tmp_path / "checkpoints")
+    saved = load_file(str(ckpt.latest() / "adapter.safetensors"))
+    assert all(torch.isfinite(v).all() for v in saved.values())
+    rows = [json.loads(line) for line in (tmp_path / "curves.jsonl").read_text().splitlines()]
+    assert [r.get("skipped_nonfinite") for r in rows] == [None, None, 1, None]
+    # A NaN in the weights themselves: the checkpoint is refused and the last good one stays.
+    with torch.no_grad():
+        next(p for p in net.parameters() if p.requires_grad).fill_(math.nan)
+    with pytest.raises(NonFiniteWeights):
+        ckpt.save(9, net, torch.optim.AdamW([torch.zeros(1, requires_grad=True)]), {})
+    assert ckpt.latest().name == "step-000002" and not list((tmp_path / "checkpoints").glob(".tmp*"))
