@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import load_json, read_block
@@ -21,6 +22,7 @@ from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+_NL_CLOSE = "\n" + CLOSE
 _DECODER = json.JSONDecoder()
 _json_ws = re.compile(r"[ \t\n\r]*").match
 
@@ -75,77 +77,95 @@ class HermesDialect(Dialect):
         return "\n".join(f"<tool_response>\n{m.content}\n</tool_response>" for m in results)
 
     def parse(self, text: str, toolset: Toolset) -> ParseResult:
-        result = ParseResult()
         if OPEN not in text:
-            result.text = text.strip()
-            result.errors.append(CallError(
+            return _new_result({"text": text.strip(), "errors": [CallError(
                 kind="no_call",
                 message=("No tool call found. Call a tool with <tool_call>{\"name\": ..., "
                          "\"arguments\": {...}}</tool_call>."),
-            ))
-            return result
+            )]})
+        found = _Found([], [], [])
         pieces, pos = [], 0
         while (start := text.find(OPEN, pos)) != -1:
             pieces.append(text[pos:start])
-            pos = self._fast_block(text, start + len(OPEN), toolset, result)
-            if pos is None:  # anything but clean JSON between the tags: the tolerant path
+            fast = _fast_block(text, start + len(OPEN))
+            if fast is not None:
+                self._accept(fast[0], [], toolset, found)
+                pos = fast[1]
+            else:  # anything but clean JSON between the tags: the tolerant path
                 block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
-                self._parse_block(block.body.strip(), block.closed, toolset, result)
+                self._parse_block(block.body.strip(), block.closed, toolset, found)
                 pos = block.end
         pieces.append(text[pos:])
-        result.text = "".join(pieces).strip()
-        return result
+        # Built once, complete: cheaper than filling a ParseResult field by field.
+        return _new_result({"text": "".join(pieces).strip(), "calls": found.calls, "errors": found.errors,
+                            "repairs": found.repairs})
 
-    def _fast_block(self, text: str, at: int, toolset: Toolset, result: ParseResult) -> int | None:
-        """The common case in one pass: whitespace, one strict JSON object, whitespace, ``</tool_call>``.
-
-        Decodes the object once, where ``read_block`` + ``json.loads`` would decode it twice; the
-        outcome is the one the tolerant path gives for such a block. Returns where the text resumes,
-        or None (nothing recorded) for any other shape.
-        """
-        if not text.startswith("{", at):
-            at = _json_ws(text, at).end()
-            if not text.startswith("{", at):
-                return None
-        try:
-            obj, end = _DECODER.raw_decode(text, at)
-        except (json.JSONDecodeError, RecursionError):
-            return None
-        if not text.startswith(CLOSE, end):
-            end = _json_ws(text, end).end()
-            if not text.startswith(CLOSE, end):
-                return None
-        self._accept(obj, [], toolset, result)
-        return end + len(CLOSE)
-
-    def _parse_block(self, body: str, closed: bool, toolset: Toolset, result: ParseResult) -> None:
+    def _parse_block(self, body: str, closed: bool, toolset: Toolset, found: "_Found") -> None:
         if not closed and not _balanced(body):
-            result.errors.append(CallError(
+            found.errors.append(CallError(
                 kind="truncated", message="The tool call was cut off before it was complete."))
             return
         repairs: list[Repair] = []
         if not closed:
             repairs.append(Repair(kind="unclosed_tag", detail="missing </tool_call>"))
-        self._accept(self._load(body, repairs), repairs, toolset, result)
+        self._accept(self._load(body, repairs), repairs, toolset, found)
 
-    def _accept(self, obj, repairs: list[Repair], toolset: Toolset, result: ParseResult) -> None:
+    def _accept(self, obj, repairs: list[Repair], toolset: Toolset, found: "_Found") -> None:
         if not isinstance(obj, dict):
-            result.errors.append(CallError(
+            found.errors.append(CallError(
                 kind="malformed",
                 message='Tool call is not valid JSON. Use {"name": "...", "arguments": {...}}.'))
             return
-        args = obj.get("arguments", obj.get("parameters"))
+        args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
         if isinstance(args, str):  # OpenAI-style stringified arguments
             args = self._load(args, repairs)
             repairs.append(Repair(kind="string_arguments", detail="arguments given as a JSON string"))
         call, error, arg_repairs = validate_call(obj.get("name"), args, toolset)
         if error:
-            result.errors.append(error)
+            found.errors.append(error)
             return
-        result.calls.append(call)
+        found.calls.append(call)
         if repairs or arg_repairs:
-            result.repairs.extend(repairs + arg_repairs)
+            found.repairs.extend(repairs + arg_repairs)
 
     @staticmethod
     def _load(body: str, repairs: list[Repair]):
         return load_json(body, repairs)
+
+
+class _Found(NamedTuple):
+    """What a parse has accepted and rejected so far."""
+
+    calls: list[ToolCall]
+    errors: list[CallError]
+    repairs: list[Repair]
+
+
+_new_result = ParseResult.__pydantic_validator__.validate_python
+
+
+def _fast_block(text: str, at: int) -> tuple[object, int] | None:
+    """The common case in one pass: whitespace, one strict JSON object, whitespace, ``</tool_call>``.
+
+    Decodes the object once, where ``read_block`` + ``json.loads`` would decode it twice; the
+    outcome is the one the tolerant path gives for such a block. Returns the object and where the
+    text resumes, or None for any other shape. The rendered layout (one newline each side) is
+    checked first, without a regex.
+    """
+    if text.startswith("\n{", at):
+        at += 1
+    elif not text.startswith("{", at):
+        at = _json_ws(text, at).end()
+        if not text.startswith("{", at):
+            return None
+    try:
+        obj, end = _DECODER.raw_decode(text, at)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if text.startswith(_NL_CLOSE, end):
+        return obj, end + len(_NL_CLOSE)
+    if not text.startswith(CLOSE, end):
+        end = _json_ws(text, end).end()
+        if not text.startswith(CLOSE, end):
+            return None
+    return obj, end + len(CLOSE)
