@@ -38,7 +38,11 @@ def grade(traj: Trajectory) -> Outcome:
     base = {"submitted": v.get("answer"), "correct": bool(v.get("correct")), "milestones": milestones}
     faults = [r for s in traj.steps for r in s.results if r.fault]
     if faults or traj.end == "env_fault":
-        return Outcome(tier="env_fault", fail_reason=faults[0].error if faults else "env_fault", **base)
+        # The fault that ended it: the harness records it last and not retried (tool_timeout,
+        # http_503, episode_timeout...); records without harness faults name the tool's error.
+        ending = [f.kind for f in traj.faults if not f.retried]
+        reason = ending[-1] if ending else faults[0].error if faults else "env_fault"
+        return Outcome(tier="env_fault", fail_reason=reason, **base)
     if v.get("correct"):
         troubled = any(s.errors or any(not r.ok for r in s.results) for s in traj.steps)
         return Outcome(tier="recovered" if troubled else "success", **base)

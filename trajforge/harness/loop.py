@@ -17,9 +17,10 @@ from typing import Callable, Iterable
 from pydantic import BaseModel
 
 from trajforge.envs import Environment, make_env
+from trajforge.parse.base import ParseResult
 from trajforge.parse.native import parse_tool_calls
 from trajforge.policies.base import Generation, Policy, TurnRequest
-from trajforge.schema import Message, Step, Task, Trajectory
+from trajforge.schema import Message, Step, Task, ToolCall, ToolResult, Trajectory
 
 
 class HarnessConfig(BaseModel):
@@ -53,31 +54,48 @@ class Episode:
 
     def advance(self, gen: Generation, gen_s: float, cfg: HarnessConfig) -> None:
         """Parse one generation, execute its valid calls, append messages; maybe end."""
+        step, parsed = self.respond(gen, gen_s)
+        t0 = time.perf_counter()
+        for call in parsed.calls:
+            result = self.env.execute(call)
+            if self.record(step, call, result, self.env.done):
+                break
+        self.close_step(step, parsed, time.perf_counter() - t0, cfg)
+
+    # The pieces of ``advance``, for harnesses that execute calls elsewhere (async, Ray actors).
+
+    def respond(self, gen: Generation, gen_s: float) -> tuple[Step, ParseResult]:
+        """Parse one generation into a new step and append the assistant message."""
         if gen.native_calls is not None:
             parsed = parse_tool_calls(gen.native_calls, gen.text, self.toolset)
         else:
             parsed = self.policy.dialect.parse(gen.text, self.toolset)
         step = Step(index=len(self.steps), raw=gen.text, calls=parsed.calls, errors=parsed.errors,
                     repairs=parsed.repairs, prompt_ids=gen.prompt_ids,
-                    completion_ids=gen.completion_ids, gen_s=gen_s)
+                    completion_ids=gen.completion_ids, gen_s=gen_s,
+                    completion_logprobs=gen.completion_logprobs)
         self.messages.append(Message(role="assistant", content=parsed.text, tool_calls=parsed.calls,
                                      raw=gen.text if gen.native_calls is None else None))
-        t0 = time.perf_counter()
-        for call in parsed.calls:
-            result = self.env.execute(call)
-            step.results.append(result)
-            self.messages.append(Message(role="tool", name=call.name, content=result.content,
-                                         tool_call_id=call.id))
-            if result.fault:
-                self.end = "env_fault"
-                break
-            if self.env.done:
-                self.end = "submitted"
-                break
+        return step, parsed
+
+    def record(self, step: Step, call: ToolCall, result: ToolResult, env_done: bool) -> bool:
+        """Feed one executed call's result back; True when it ended the episode (the remaining
+        calls of the turn are then not executed)."""
+        step.results.append(result)
+        self.messages.append(Message(role="tool", name=call.name, content=result.content,
+                                     tool_call_id=call.id))
+        if result.fault:
+            self.end = "env_fault"
+        elif env_done:
+            self.end = "submitted"
+        return bool(self.end)
+
+    def close_step(self, step: Step, parsed: ParseResult, tool_s: float, cfg: HarnessConfig) -> None:
+        """Feed parse errors back, store the step, and end the episode on too many errors/turns."""
         for err in parsed.errors:
             self.messages.append(Message(role="tool", name=err.tool or "error",
                                          content=f"Error ({err.kind}): {err.message}"))
-        step.tool_s = time.perf_counter() - t0
+        step.tool_s = tool_s
         self.steps.append(step)
         self.errors_in_row = 0 if parsed.calls else self.errors_in_row + 1
         if not self.end and self.errors_in_row >= cfg.max_consecutive_errors:
@@ -88,11 +106,15 @@ class Episode:
     def finish(self) -> Trajectory:
         verdict = self.env.verify()
         self.env.close()
+        return self.trajectory(verdict.model_dump())
+
+    def trajectory(self, verdict: dict) -> Trajectory:
+        """The record of this episode as it stands, with the environment's verdict."""
         return Trajectory(
             task_id=self.task.id, sample=self.sample, policy=self.policy.name, env=self.task.env,
             toolset_fingerprint=self.toolset.fingerprint, dialect=self.policy.dialect.name,
             tier=self.task.tier, split=self.task.split, messages=self.messages, steps=self.steps,
-            verdict=verdict.model_dump(), end=self.end, reference_turns=len(self.task.reference),
+            verdict=verdict, end=self.end, reference_turns=len(self.task.reference),
             wall_s=time.perf_counter() - self.started,
         )
 
@@ -105,8 +127,11 @@ def run_episodes(
     on_done: Callable[[Trajectory], None] | None = None,
     skip: Callable[[Task, int], bool] | None = None,
     progress: Callable[[int], None] | None = None,
+    episode: Callable[..., Episode] = Episode,
 ) -> list[Trajectory]:
     """Run every (task, sample) episode to its end and return the trajectories.
+
+    ``episode`` builds each episode (``harness.explore.guided(...)`` turns on guided exploration).
 
     ``skip(task, sample)`` lets a resumed collection leave finished episodes alone; ``on_done`` is
     called as each episode ends (the store appends there, so a crash loses only running episodes).
@@ -123,7 +148,7 @@ def run_episodes(
             env.reset(task)
             if hasattr(policy, "check_toolset"):
                 policy.check_toolset(env.toolset().fingerprint)
-            active.append(Episode(task, sample, env, policy, cfg))
+            active.append(episode(task, sample, env, policy, cfg))
         t0 = time.perf_counter()
         gens = policy.act([ep.request() for ep in active])
         gen_s = time.perf_counter() - t0

@@ -1,5 +1,6 @@
 """Append-only trajectory storage."""
 
-from trajforge.store.jsonl import TrajectoryStore, episode_key
+from trajforge.store.jsonl import (ShardBusy, ShardWriter, TrajectoryStore, episode_key, is_fault,
+                                   resume_keys)
 
-__all__ = ["TrajectoryStore", "episode_key"]
+__all__ = ["ShardBusy", "ShardWriter", "TrajectoryStore", "episode_key", "is_fault", "resume_keys"]

@@ -1,39 +1,130 @@
-"""Append-only JSONL store of trajectories, crash-safe.
+"""Append-only JSONL store of trajectories, crash-safe, one writer per shard.
 
-Each writer appends whole lines to its own shard and flushes + fsyncs after each episode, so a
-crash loses at most the line being written. On read, a torn last line (no trailing newline or
-invalid JSON) is skipped and reported; the next append starts on a fresh line so it never glues
-onto a torn one.
+A store is a directory of ``*.jsonl`` shards. Each running collection claims its own shard
+(``shard-<n>.jsonl``, the lowest number no live process holds: an exclusive ``flock`` marks a
+shard taken and the kernel drops it when the process dies, so a killed run's shard is reused by
+the next run). A writer appends whole lines and flushes + fsyncs after each episode, so a crash
+loses at most the line being written. On read, a torn line (a crash mid-write: invalid JSON) is
+skipped and reported in ``torn``; a writer that finds its shard ending without a newline starts a
+fresh line, so the next append never glues onto a torn one.
+
+Every episode has an idempotency key, (task, policy, sample index, sampling config): a resumed
+collection runs only keys the store lacks. Readers merge all shards and collapse records with the
+same key (a crash between the write and the run's own bookkeeping, or two runs racing), keeping
+the first record that is not an ``env_fault`` — a fault that a later run retried successfully is
+superseded — or else the first record.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Iterator
 
-from trajforge.schema import Trajectory
+from trajforge.schema import SamplingConfig, Trajectory
 
 
-def episode_key(task_id: str, policy: str, sample: int) -> str:
-    """Idempotency key of one episode."""
-    return f"{task_id}|{policy}|{sample}"
+def sampling_digest(sampling: SamplingConfig) -> str:
+    """Short stable hash of the settings that change what a policy samples.
+
+    Under greedy decoding (temperature 0) the seed changes nothing, so it is left out."""
+    fields = sampling.model_dump()
+    if sampling.temperature == 0:
+        fields["seed"] = None
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def episode_key(task_id: str, policy: str, sample: int, sampling: SamplingConfig | None = None) -> str:
+    """Idempotency key of one episode.
+
+    Without ``sampling`` it is the key records written before sampling was recorded carry."""
+    base = f"{task_id}|{policy}|{sample}"
+    return base if sampling is None else f"{base}|{sampling_digest(sampling)}"
+
+
+def resume_keys(task_id: str, policy: str, sample: int, sampling: SamplingConfig) -> tuple[str, ...]:
+    """Keys that count as "this episode is already in the store".
+
+    Old records carry no sampling config; they stand for a greedy run (temperature 0, top_p 1,
+    the default of every policy here), so a greedy run also accepts the old-style key."""
+    key = episode_key(task_id, policy, sample, sampling)
+    if sampling.temperature == 0 and sampling.top_p == 1.0:
+        return key, episode_key(task_id, policy, sample)
+    return (key,)
+
+
+def key_of(traj: Trajectory) -> str:
+    return episode_key(traj.task_id, traj.policy, traj.sample, traj.sampling)
+
+
+def is_fault(traj: Trajectory) -> bool:
+    """An episode the infrastructure ended (never a training negative; a resume may redo it)."""
+    return traj.end == "env_fault" or (traj.outcome is not None and traj.outcome.tier == "env_fault")
+
+
+class ShardBusy(RuntimeError):
+    """A shard is held by a running writer."""
+
+
+class ShardWriter:
+    """The one writer of one shard: holds an exclusive lock on it while open."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._f = open(path, "ab+")
+        try:
+            fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._f.close()
+            raise ShardBusy(f"shard {path} is held by another running collection") from None
+        self._f.seek(0, os.SEEK_END)
+        if self._f.tell() > 0:
+            self._f.seek(-1, os.SEEK_END)
+            if self._f.read(1) != b"\n":  # torn tail from a crash: start a fresh line
+                self._f.write(b"\n")
+                self._f.flush()
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def append(self, traj: Trajectory) -> None:
+        self._f.write((traj.model_dump_json(exclude_none=True) + "\n").encode())
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()  # closing drops the lock
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class TrajectoryStore:
-    """A directory of ``*.jsonl`` shards."""
+    """A directory of ``*.jsonl`` shards (or a single ``.jsonl`` file, read-only use)."""
 
     def __init__(self, root: str | Path, shard: str = "trajectories"):
         self.root = Path(root)
         self.shard = shard
         self.torn: list[str] = []
+        """``shard:line`` of each unreadable line met by the last read."""
+        self.duplicates = 0
+        """Records the last read collapsed because their key was already seen."""
 
     @property
     def path(self) -> Path:
         return self.root / f"{self.shard}.jsonl"
 
     def append(self, traj: Trajectory) -> None:
+        """Append one record to this store's named shard (single-writer use; collections use
+        ``writer()``, which claims a shard of their own)."""
         self.root.mkdir(parents=True, exist_ok=True)
         line = traj.model_dump_json(exclude_none=True) + "\n"
         with open(self.path, "ab+") as f:
@@ -46,15 +137,36 @@ class TrajectoryStore:
             f.flush()
             os.fsync(f.fileno())
 
+    def writer(self) -> ShardWriter:
+        """Claim the lowest-numbered ``shard-<n>.jsonl`` that no live writer holds."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        n = 0
+        while True:
+            path = self.root / f"shard-{n}.jsonl"
+            created = not path.exists()
+            try:
+                w = ShardWriter(path)
+            except ShardBusy:
+                n += 1
+                continue
+            if created:  # make the new directory entry durable too
+                fd = os.open(self.root, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            return w
+
     def shards(self) -> list[Path]:
         if self.root.is_file():
             return [self.root]
         return sorted(self.root.glob("*.jsonl"))
 
-    def __iter__(self) -> Iterator[Trajectory]:
+    def records(self) -> Iterator[Trajectory]:
+        """Every readable record of every shard, duplicates included, in shard order."""
         self.torn = []
         for shard in self.shards():
-            with open(shard, encoding="utf-8") as f:
+            with open(shard, encoding="utf-8", errors="replace") as f:
                 for lineno, line in enumerate(f, 1):
                     if not line.strip():
                         continue
@@ -63,22 +175,60 @@ class TrajectoryStore:
                     except (json.JSONDecodeError, ValueError):
                         self.torn.append(f"{shard.name}:{lineno}")
 
+    def __iter__(self) -> Iterator[Trajectory]:
+        """One record per key: the first non-fault one, else the first fault (yielded last)."""
+        self.duplicates = 0
+        seen: set[str] = set()
+        faults: dict[str, Trajectory] = {}
+        for t in self.records():
+            key = key_of(t)
+            if key in seen:
+                self.duplicates += 1
+            elif is_fault(t):
+                if key in faults:
+                    self.duplicates += 1
+                else:
+                    faults[key] = t
+            else:
+                if faults.pop(key, None) is not None:
+                    self.duplicates += 1
+                seen.add(key)
+                yield t
+        yield from faults.values()
+
     def read(self) -> list[Trajectory]:
         return list(self)
 
-    def keys(self) -> set[str]:
-        return {episode_key(t.task_id, t.policy, t.sample) for t in self}
+    def keys(self, faults: bool = True) -> set[str]:
+        """Keys of the episodes in the store; ``faults=False`` leaves out env_fault episodes (so a
+        resume runs them again)."""
+        return {key_of(t) for t in self if faults or not is_fault(t)}
 
     def rewrite(self, trajs: list[Trajectory]) -> None:
-        """Replace the store's content atomically (used by ``grade`` to add outcomes)."""
+        """Replace the store's content atomically (used by ``grade`` to add outcomes).
+
+        Refuses while a collection is writing to any shard: its later lines would be lost."""
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for t in trajs:
-                f.write(t.model_dump_json(exclude_none=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        for shard in self.shards():
-            if shard != self.path:
-                shard.unlink()
-        os.replace(tmp, self.path)
+        held = []
+        try:
+            for shard in self.shards():
+                f = open(shard, "ab")
+                held.append(f)
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise ShardBusy(f"cannot rewrite {self.root}: shard {shard.name} is being "
+                                    "written by a running collection") from None
+            tmp = self.path.with_suffix(".jsonl.tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                for t in trajs:
+                    f.write(t.model_dump_json(exclude_none=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            for shard in self.shards():
+                if shard != self.path:
+                    shard.unlink()
+            os.replace(tmp, self.path)
+        finally:
+            for f in held:
+                f.close()
