@@ -111,5 +111,29 @@ class Environment:
     def verify(self) -> Verdict:
         raise NotImplementedError  # abstract: every environment defines its verifier
 
+    # ---- task synthesis hooks (``trajforge.tasks.llm``); defaults fit answer-submitting envs ---
+
+    def describe_for_synthesis(self) -> str:
+        """What a task writer must know beyond the tool schema (after ``reset``).
+
+        The default is the environment's instructions; environments with content the tasks are
+        about (a database, a repository, a site) override it to show that content.
+        """
+        ending = f" The episode ends when the agent calls {self.final_tool}." if self.final_tool else ""
+        return f"Environment {self.name!r}. {self.instructions}{ending}".strip()
+
+    def expected_outcome(self) -> Any:
+        """The ``task.expected`` that makes ``verify()`` accept the episode just run.
+
+        Synthesis executes a proposed reference plan, then asks this, so a task's expected value
+        always comes from execution and never from what a task writer claimed. The default is the
+        submitted answer; environments verified on their end state return that state. Raise
+        ``ToolError(message, kind=reason)`` when the episode defines no usable expectation.
+        """
+        verdict = self.verify()
+        if not verdict.submitted:
+            raise ToolError("the plan never submitted an answer", kind="no_final_call")
+        return verdict.answer
+
     def close(self) -> None:
         """Release per-episode resources."""

@@ -30,7 +30,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from trajforge.envs.base import Environment, ToolError, Verdict
@@ -55,14 +55,24 @@ _PROGRESS_OPS = 1000
 """The deadline is checked every this many SQLite VM instructions."""
 
 
+class QueryResult(NamedTuple):
+    """The last successful ``run_sql``: what synthesis reads a task's expected answer from."""
+
+    query: str
+    rows: list[list[str]]
+    """Cells of the rows shown to the agent."""
+    complete: bool
+    """False when rows were cut (row or character cap), so ``rows`` is not the whole answer."""
+
+
 class SqlEnv(Environment):
     """Answer questions about a retail database by querying it."""
 
     name = "sql"
     tool_names = ("list_tables", "describe_table", "run_sql", "submit_answer")
     final_tool = "submit_answer"
-    # The database is read-only, so the episode state is just what the agent submitted.
-    state_fields = ("answer",)
+    # The database is read-only, so the episode state is what the agent submitted and saw last.
+    state_fields = ("answer", "last_result")
 
     def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
                  max_chars: int = 4000):
@@ -71,6 +81,7 @@ class SqlEnv(Environment):
         self.max_rows = max_rows
         self.max_chars = max_chars
         self.answer: str | None = None
+        self.last_result: QueryResult | None = None
         self._conn: sqlite3.Connection | None = None
         self._schema: dict[str, str] = {}  # table -> compact description
         self._deadline = math.inf
@@ -78,11 +89,15 @@ class SqlEnv(Environment):
     # ---- episode lifecycle ------------------------------------------------------------------
 
     def reset(self, task: Task) -> str:
-        """Open a fresh read-only connection on the task's database (``task.seed``)."""
+        """Open a fresh read-only connection on the task's database (``task.db`` when set, else
+        the generated one for ``task.seed``)."""
         super().reset(task)
         self.close()
         self.answer = None
-        self._conn = _open_readonly(ensure_db(task.seed))
+        self.last_result = None
+        if task.db is not None and not Path(task.db).is_file():
+            raise FileNotFoundError(f"task {task.id}: database file {task.db} does not exist")
+        self._conn = _open_readonly(Path(task.db) if task.db else ensure_db(task.seed))
         # Read the schema before the authorizer goes in: describe_table needs PRAGMA, the model
         # doesn't get it.
         self._schema = _describe_all(self._conn)
@@ -103,6 +118,70 @@ class SqlEnv(Environment):
                   else "no answer submitted")
         return Verdict(submitted=submitted, answer=self.answer, correct=correct,
                        milestones=list(self.milestones), detail=detail)
+
+    # ---- synthesis hooks --------------------------------------------------------------------
+
+    def describe_for_synthesis(self, sample_rows: int = 3) -> str:
+        """The database a task writer must know: every table's columns and a few rows."""
+        conn = self._require_conn()
+        parts = ["The agent answers questions about this SQLite database by querying it "
+                 "(read-only). The answer a plan submits must be exactly the result of its last "
+                 "run_sql query: the value of a one-row result, or a one-column result as a "
+                 "comma-separated list. Tables, with a few sample rows each:"]
+        for table, description in self._schema.items():
+            cursor = conn.execute(f"SELECT * FROM {quote_ident(table)} LIMIT {int(sample_rows)}")
+            text, _ = render_rows([d[0] for d in cursor.description], cursor, sample_rows, 1500)
+            parts.append(f"{description}\n{text}")
+        return "\n\n".join(parts)
+
+    def expected_outcome(self) -> Any:
+        """The answer the plan's last query produced, provided the submission states it.
+
+        Precisely: the episode must have submitted an answer and run at least one query; the last
+        query's result must be complete and non-empty; then the expected answer is the whole
+        column when the result is one column of several rows (a list answer), or the cell of a
+        one-row result that the submission matches (a number or a name). Anything else raises
+        ``ToolError`` with the reason as its kind. A top-1 query (``... LIMIT 1``) whose last column
+        ties with the runner-up is ``ambiguous_answer``: the question has two right answers.
+        """
+        if self.answer is None:
+            raise ToolError("the plan never submitted an answer", kind="no_final_call")
+        last = self.last_result
+        if last is None:
+            raise ToolError("the plan ran no query, so its answer comes from nowhere", kind="no_query")
+        if not last.complete:
+            raise ToolError("the last query's result was cut at the row/character cap",
+                            kind="truncated_result")
+        if not last.rows or all(c == "NULL" for row in last.rows for c in row):
+            raise ToolError("the last query returned no rows or only NULL", kind="empty_result")
+        if len(last.rows[0]) == 1 and len(last.rows) > 1:
+            expected: Any = [row[0] for row in last.rows]
+            if not answers_match(self.answer, expected):
+                raise ToolError(f"submitted {self.answer!r} but the last query returned the list "
+                                f"{expected!r}", kind="verify_failed")
+            return expected
+        if len(last.rows) > 1:
+            raise ToolError(f"the last query returned {len(last.rows)} rows of "
+                            f"{len(last.rows[0])} columns; end with a query whose result is the "
+                            "answer", kind="ambiguous_answer")
+        matches = [typed_cell(c) for c in last.rows[0] if answers_match(self.answer, typed_cell(c))]
+        if not matches:
+            raise ToolError(f"submitted {self.answer!r} but the last query returned "
+                            f"{last.rows[0]!r}", kind="verify_failed")
+        if len(last.rows[0]) > 1 and self._ties_runner_up(last.query):
+            raise ToolError("the top row ties with the runner-up", kind="ambiguous_answer")
+        return matches[0]
+
+    def _ties_runner_up(self, query: str) -> bool:
+        """For ``... LIMIT 1``: does the second row carry the same last-column value?"""
+        m = re.search(r"\blimit\s+1\s*;?\s*$", query, re.I)
+        if m is None:
+            return False
+        try:
+            rows = self._require_conn().execute(query[:m.start()] + "LIMIT 2").fetchall()
+        except sqlite3.Error:
+            return False
+        return len(rows) == 2 and rows[0][-1] == rows[1][-1]
 
     # ---- tools ------------------------------------------------------------------------------
 
@@ -145,6 +224,8 @@ class SqlEnv(Environment):
         finally:
             self._deadline = math.inf
         self.reach("query_ok")
+        self.last_result = QueryResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
+                                       .startswith("... (truncated"))
         if self.task is not None and result_contains(cells, self.task.expected):
             self.reach("found_answer")
         return text
@@ -212,13 +293,19 @@ def _describe_all(conn: sqlite3.Connection) -> dict[str, str]:
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
         "ORDER BY rowid")]
     for table in tables:
-        refs = {r[3]: f"{r[2]}.{r[4]}" for r in conn.execute(f"PRAGMA foreign_key_list({table})")}
+        name = quote_ident(table)  # user databases may name tables "order items" or "select"
+        refs = {r[3]: f"{r[2]}.{r[4]}" for r in conn.execute(f"PRAGMA foreign_key_list({name})")}
         cols = []
-        for _, col, ctype, *_ in conn.execute(f"PRAGMA table_info({table})"):
+        for _, col, ctype, *_ in conn.execute(f"PRAGMA table_info({name})"):
             cols.append(f"{col} {ctype}" + (f" -> {refs[col]}" if col in refs else ""))
-        n = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        n = conn.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0]
         out[table.lower()] = f"{table}({', '.join(cols)}); {n} rows"
     return out
+
+
+def quote_ident(name: str) -> str:
+    """A SQLite identifier, double-quoted so any table name is safe in a statement."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _strip_comments(sql: str) -> str:
@@ -324,6 +411,15 @@ def answers_match(submitted: Any, expected: Any) -> bool:
         value = _one_number(submitted)
         return value is not None and _close(value, float(expected))
     return _norm(submitted) == _norm(expected)
+
+
+def typed_cell(cell: str) -> Any:
+    """A result cell as an expected value: int or float when it reads as a number, else text."""
+    if re.fullmatch(r"-?\d+", cell):
+        return int(cell)
+    if re.fullmatch(r"-?(\d+\.\d*|\.\d+)(e[-+]?\d+)?", cell, re.I):
+        return float(cell)
+    return cell
 
 
 def _close(a: float, b: float) -> bool:

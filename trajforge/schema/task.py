@@ -37,3 +37,6 @@ class Task(BaseModel):
     """Entity values filled into the template (city, product, ...)."""
     seed: int = 0
     """Environment seed (which generated database)."""
+    db: str | None = None
+    """SQLite file the ``sql`` environment opens (read-only) instead of its generated database;
+    set for bring-your-own-data tasks. An absolute path, so the pool works from any directory."""

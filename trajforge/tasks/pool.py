@@ -12,6 +12,19 @@ from pydantic import BaseModel, Field, ValidationError
 from trajforge.schema import Task
 
 
+class Rejection(BaseModel):
+    """One discarded candidate, with where it came from, so a user can fix it."""
+
+    reason: str
+    """Why (``bad_json``, ``invalid_call``, ``tool_error``, ``duplicate``, ``sql_error``, ...)."""
+    detail: str = ""
+    """What exactly was wrong, in words."""
+    source: str = ""
+    """Where the candidate came from: ``Q.jsonl:12`` or ``request 7``."""
+    tier: str | None = None
+    """The tier the candidate was meant for, when known."""
+
+
 class SynthReport(BaseModel):
     """What a task generator produced and what it threw away."""
 
@@ -19,6 +32,9 @@ class SynthReport(BaseModel):
     """Verified tasks, grouped by split (train, test, heldout)."""
     dropped: dict[str, int] = Field(default_factory=dict)
     """Candidates discarded, by reason (duplicate, reference_error, empty_result, ...)."""
+    rejected: list[Rejection] = Field(default_factory=list)
+    """Discarded candidates one by one, where a generator knows them individually (LLM proposals,
+    bring-your-own questions); ``dropped`` always holds the counts."""
 
 
 def write_tasks(path: str | Path, tasks: Iterable[Task]) -> Path:

@@ -417,12 +417,31 @@ def replay_reference(task: Task) -> Verdict:
 
 def reasoning_for(task: Task, call_index: int) -> str:
     """The sentence the expert says before reference call ``call_index`` of ``task``."""
-    template = TEMPLATES_BY_ID[task.template]
+    template = TEMPLATES_BY_ID.get(task.template)
+    if template is None:  # synthesized or bring-your-own: no template wording, say what the call does
+        if not 0 <= call_index < len(task.reference):
+            raise IndexError(f"{task.id} has {len(task.reference)} reference calls, "
+                             f"not {call_index + 1}")
+        return plain_reasoning(task.reference[call_index])
     if not 0 <= call_index < len(template.reasoning):
         raise IndexError(f"{task.id} has {len(template.reasoning)} reference calls, "
                          f"not {call_index + 1}")
     return template.reasoning[call_index].format(**task.entities,
                                                  answer=_answer_text(task.expected))
+
+
+def plain_reasoning(call: ToolCall) -> str:
+    """A neutral sentence for a call outside any template (it states no result in advance)."""
+    args = call.arguments
+    if call.name == "list_tables":
+        return "First I'll see which tables the database has."
+    if call.name == "describe_table":
+        return f"I'll check the columns of the {args.get('table', '')} table."
+    if call.name == "run_sql":
+        return "I'll query the database for what the question asks."
+    if call.name == "submit_answer":
+        return f"The query returned {args.get('answer', '')}, so I'll submit that."
+    return f"I'll call {call.name}."
 
 
 def _answer_text(expected: object) -> str:
@@ -433,6 +452,7 @@ def _answer_text(expected: object) -> str:
 
 __all__ = [
     "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "SynthReport", "TEMPLATES", "Template",
-    "build_task", "entity_values", "generate_sql_tasks", "heldout_values", "reasoning_for",
+    "build_task", "entity_values", "generate_sql_tasks", "heldout_values", "plain_reasoning",
+    "reasoning_for",
     "replay_reference", "split_sizes", "task_id",
 ]

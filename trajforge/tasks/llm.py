@@ -1,0 +1,368 @@
+"""LLM-driven task synthesis: an LLM proposes tasks with reference plans; only executed ones stay.
+
+    from trajforge.tasks.llm import LLMConfig, synthesize_llm
+    report = synthesize_llm("sql", 50, LLMConfig(url="http://127.0.0.1:8000/v1", model="qwen"),
+                            examples=synthesize("sql", 30, seed=0).tasks)
+
+(CLI: ``trajforge synth --env sql --llm URL --llm-model NAME --n 50 --out tasks.jsonl``.)
+
+Each request shows the LLM the environment (``Environment.describe_for_synthesis``: for SQL the
+database schema with sample rows), its tool schema, a few verified example tasks and a target tier,
+and asks for one JSON object ``{"prompt", "plan": [{"name", "arguments"}, ...], "tier",
+"expected"?}``. The reply is read tolerantly (json-repair), de-duplicated against the pool, then
+held to the contract in ``tasks/verify.py``: valid calls, ends with the final tool, runs without
+tool errors, expected value read off the execution, replay accepted. An ``expected`` the LLM states
+must agree with the executed one (else ``expected_mismatch``): an LLM that misjudges its own
+plan's result writes misleading prompts too. The tier comes from the executed plan's structure
+(``tasks/tiering.py``), not from the LLM's claim.
+
+Every discarded proposal is counted by reason and listed with its request number. Requests are
+bounded (``max_requests``); transient HTTP failures (connection errors, 429, 5xx) are retried with
+exponential backoff. When the server is unreachable or refuses (4xx), synthesis stops with
+``LLMUnavailable``, whose ``report`` holds every task verified so far.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import json_repair
+from pydantic import BaseModel
+
+from trajforge.envs import env_class, make_env
+from trajforge.envs.sql import answers_match
+from trajforge.schema import Split, Task, Tier
+from trajforge.tasks.dedup import DEFAULT_THRESHOLD, Deduper, normalize_prompt, plan_key
+from trajforge.tasks.pool import Rejection, SynthReport
+from trajforge.tasks.tiering import tier_from_plan
+from trajforge.tasks.verify import PlanRejected, check_calls, verified
+
+TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
+
+TIER_GUIDE = {
+    "easy": "one lookup: a single simple query or tool call, then the final answer",
+    "medium": "combines data: a join or a grouping, or three to four tool calls",
+    "hard": "several dependent steps: a subquery, a value found first and then used, or "
+            "discovering the schema before querying",
+}
+
+
+class LLMConfig(BaseModel):
+    """Where the task-writing LLM lives and how synthesis uses it."""
+
+    url: str
+    """Base URL of an OpenAI-compatible API (``http://127.0.0.1:8000/v1``)."""
+    model: str
+    """Model name sent with every request."""
+    temperature: float = 0.8
+    """Sampling temperature; some diversity is the point of synthesis."""
+    seed: int = 0
+    """Request ``i`` is sent with ``seed + i`` (servers that honour it make runs repeatable)."""
+    max_tokens: int = 1024
+    """Completion budget per proposal."""
+    max_requests: int | None = None
+    """Upper bound on requests; None means three per wanted task."""
+    retries: int = 3
+    """Extra tries for a transient failure (connection error, 429, 5xx)."""
+    backoff_s: float = 1.0
+    """First retry delay; doubles each try (a numeric ``Retry-After`` wins, up to 30 s)."""
+    max_failures_in_row: int = 3
+    """Requests in a row that fail even after retries before synthesis gives up."""
+    timeout_s: float = 120.0
+    """Per-request HTTP timeout."""
+    examples: int = 3
+    """Verified example tasks shown per request."""
+    similarity: float = DEFAULT_THRESHOLD
+    """Token-set Jaccard at or above which a prompt is a near-duplicate (see ``tasks/dedup.py``)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key, if the server wants one (never stored)."""
+
+
+class LLMUnavailable(RuntimeError):
+    """The LLM server could not be used; ``report`` keeps everything verified before that."""
+
+    def __init__(self, message: str, report: SynthReport):
+        super().__init__(message)
+        self.report = report
+
+
+class ChatFailure(Exception):
+    """One request failed for good; ``fatal`` when further requests are pointless."""
+
+    def __init__(self, detail: str, fatal: bool):
+        super().__init__(detail)
+        self.detail = detail
+        self.fatal = fatal
+
+
+class ChatClient:
+    """Minimal ``/chat/completions`` client with retries (the policies' client lives above tasks)."""
+
+    def __init__(self, cfg: LLMConfig):
+        self.cfg = cfg
+        self.endpoint = cfg.url.rstrip("/") + "/chat/completions"
+        key = os.environ.get(cfg.api_key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.http = httpx.Client(timeout=cfg.timeout_s, headers=headers)
+        self.requests = 0
+        """HTTP requests sent, retries included."""
+        self._retry_after: str | None = None
+
+    def close(self) -> None:
+        self.http.close()
+
+    def complete(self, messages: list[dict], seed: int) -> str:
+        body = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature,
+                "max_tokens": self.cfg.max_tokens, "seed": seed}
+        problem = ""
+        for attempt in range(self.cfg.retries + 1):
+            if attempt:
+                time.sleep(self._delay(attempt))
+            self.requests += 1
+            try:
+                resp = self.http.post(self.endpoint, json=body)
+            except httpx.TransportError as e:
+                problem = f"cannot reach {self.endpoint}: {type(e).__name__}: {e}"
+                self._retry_after = None
+                continue
+            if resp.status_code == 429 or resp.status_code >= 500:
+                problem = f"{self.endpoint} answered HTTP {resp.status_code}: {resp.text[:200]}"
+                self._retry_after = resp.headers.get("Retry-After")
+                continue
+            if resp.status_code >= 400:
+                raise ChatFailure(f"{self.endpoint} refused the request with HTTP "
+                                  f"{resp.status_code}: {resp.text[:300]}", fatal=True)
+            try:
+                content = resp.json()["choices"][0]["message"]["content"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                raise ChatFailure(f"malformed response (no choices[0].message.content): "
+                                  f"{resp.text[:200]}", fatal=False) from None
+            return content if isinstance(content, str) else ""
+        fatal = problem.startswith("cannot reach")
+        raise ChatFailure(f"{problem} (after {self.cfg.retries + 1} tries)", fatal=fatal)
+
+    def _delay(self, attempt: int) -> float:
+        if self._retry_after and self._retry_after.strip().isdigit():
+            return min(float(self._retry_after), 30.0)
+        return self.cfg.backoff_s * 2 ** (attempt - 1)
+
+
+# ---- prompts ----------------------------------------------------------------------------------
+
+def example_json(task: Task) -> str:
+    plan = [{"name": c.name, "arguments": c.arguments} for c in task.reference]
+    return json.dumps({"prompt": task.prompt, "plan": plan, "tier": task.tier})
+
+
+def synthesis_messages(env: str, description: str, examples: Sequence[Task], tier: Tier,
+                       avoid: Sequence[str]) -> list[dict]:
+    """The chat messages asking for one new task of ``tier``."""
+    cls = env_class(env)
+    tools = json.dumps(cls.toolset().openai())
+    lines = [
+        "## Environment", description, "",
+        "## Tools (OpenAI function schema)", tools, "",
+    ]
+    if examples:
+        lines += ["## Verified example tasks", *(example_json(t) for t in examples), ""]
+    lines += ["## Difficulty tiers", *(f"- {k}: {v}" for k, v in TIER_GUIDE.items()), ""]
+    if avoid:
+        lines += ["## Already in the pool (write something different)", *(f"- {p}" for p in avoid), ""]
+    final = cls.final_tool
+    lines += [
+        "## Your job",
+        f"Write one NEW {tier} task: a realistic request a user could make, and the exact tool "
+        "calls that fulfil it.",
+        "- The plan is executed exactly as written; every call must succeed.",
+        *([f"- The plan must end with one call to {final}."] if final else []),
+        "- The task's expected result is whatever the executed plan produces; `expected` is "
+        "optional, and if you give it, it must be exactly that.",
+        "Reply with one JSON object and nothing else:",
+        json.dumps({"prompt": "...", "plan": [{"name": "...", "arguments": {}}], "tier": tier,
+                    "expected": "..."}),
+    ]
+    system = ("You write tasks for training and evaluating tool-using AI agents. "
+              "You reply with one JSON object only.")
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": "\n".join(lines)}]
+
+
+# ---- one proposal -----------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def parse_proposal(text: str) -> tuple[str, list[Any], Any]:
+    """``(prompt, plan steps, claimed expected or _MISSING)`` from an LLM reply; PlanRejected."""
+    try:
+        data = json_repair.loads(text) if text and text.strip() else ""
+    except (ValueError, RecursionError):
+        data = ""
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]  # a one-element list around the object
+    if not isinstance(data, dict) or not data:
+        raise PlanRejected("bad_json", f"no JSON object in the reply: {text[:120]!r}")
+    prompt, plan = data.get("prompt"), data.get("plan")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise PlanRejected("bad_shape", "the object has no non-empty string 'prompt'")
+    if not isinstance(plan, list) or not plan:
+        raise PlanRejected("bad_shape", "the object has no non-empty list 'plan'")
+    steps = []
+    for step in plan:
+        if isinstance(step, dict) and isinstance(step.get("arguments"), str):
+            # Some models write arguments as a JSON string, as in OpenAI tool_calls.
+            args = json_repair.loads(step["arguments"]) if step["arguments"].strip() else {}
+            step = {**step, "arguments": args}
+        steps.append(step)
+    return prompt.strip(), steps, data.get("expected", _MISSING)
+
+
+def claim_agrees(claimed: Any, actual: Any) -> bool:
+    """Whether an LLM's stated expected value says the same as the executed one."""
+    if isinstance(actual, (str, int, float, list)) and not isinstance(actual, bool):
+        return answers_match(claimed if not isinstance(claimed, list) else json.dumps(claimed),
+                             actual)
+    return claimed == actual
+
+
+class Proposal(BaseModel):
+    """Where a proposal is headed: the environment instance it runs against, and its tier."""
+
+    env: str
+    tier: Tier
+    split: Split = "train"
+    seed: int = 0
+    db: str | None = None
+
+
+def build_candidate(text: str, where: Proposal, dedup: Deduper,
+                    allowed: Sequence[Tier] = TIERS) -> Task:
+    """The verified Task an LLM reply describes, or PlanRejected with the first failed check."""
+    prompt, steps, claimed = parse_proposal(text)
+    hit = dedup.check_prompt(prompt)
+    if hit:
+        raise PlanRejected(*hit)
+    final = env_class(where.env).final_tool
+    calls = check_calls(where.env, steps)
+    hit = dedup.check_plan(where.env, calls, final)
+    if hit:
+        raise PlanRejected(*hit)
+    key = f"{normalize_prompt(prompt)}|{plan_key(calls, final)}|{where.db}|{where.seed}"
+    probe = Task(id=f"{where.env}-llm-{hashlib.sha1(key.encode()).hexdigest()[:10]}",
+                 env=where.env, prompt=prompt, tier=where.tier, split=where.split, template="llm",
+                 reference=(), expected=None, seed=where.seed, db=where.db)
+    task, run = verified(probe, calls)
+    if claimed is not _MISSING and claimed is not None and not claim_agrees(claimed, run.expected):
+        raise PlanRejected("expected_mismatch",
+                           f"the LLM claimed {claimed!r}; executing the plan gave {run.expected!r}")
+    tier = tier_from_plan(run.calls, final, run.results, prompt)
+    if tier not in allowed:
+        raise PlanRejected("off_tier", f"the plan is {tier}; wanted {', '.join(allowed)}")
+    return task.model_copy(update={"tier": tier})
+
+
+# ---- the loop ---------------------------------------------------------------------------------
+
+def describe(where: Proposal) -> str:
+    """``describe_for_synthesis`` of the environment a proposal will run in."""
+    env = make_env(where.env, seed=where.seed)
+    probe = Task(id=f"{where.env}-probe", env=where.env, prompt="", tier="easy", split=where.split,
+                 template="llm", reference=(), expected=None, seed=where.seed, db=where.db)
+    try:
+        env.reset(probe)
+        return env.describe_for_synthesis()
+    finally:
+        env.close()
+
+
+def pick_examples(pool: Sequence[Task], env: str, tier: Tier, k: int, rng: random.Random
+                  ) -> list[Task]:
+    """Up to ``k`` examples from ``pool`` for ``env``, those of ``tier`` first."""
+    same = [t for t in pool if t.env == env and t.tier == tier]
+    other = [t for t in pool if t.env == env and t.tier != tier]
+    picked = rng.sample(same, min(k, len(same)))
+    return picked + rng.sample(other, min(k - len(picked), len(other)))
+
+
+def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = (),
+                   pool: Sequence[Task] = (), tiers: Sequence[Tier] = TIERS,
+                   split: Split = "train", seed: int = 0, db: str | None = None) -> SynthReport:
+    """Up to ``n`` verified tasks proposed by the LLM for ``env``; rejections counted by reason.
+
+    ``examples`` are shown to the LLM; ``pool`` and ``examples`` are what new tasks must not repeat.
+    Target tiers rotate over ``tiers``, and a plan whose structural tier is not among them is
+    rejected (``off_tier``). ``seed``/``db`` choose the environment instance (the database).
+    """
+    if not tiers:
+        raise ValueError("no target tiers given")
+    env_class(env)  # unknown environment: KeyError naming the known ones, before any request
+    budget = cfg.max_requests if cfg.max_requests is not None else 3 * n
+    rng = random.Random(cfg.seed)
+    dedup = Deduper(cfg.similarity)
+    final = env_class(env).final_tool
+    for task in [*pool, *examples]:
+        dedup.add(task, final if task.env == env else None)
+    description = describe(Proposal(env=env, tier=tiers[0], split=split, seed=seed, db=db))
+    report = SynthReport()
+    dropped: Counter[str] = Counter()
+    client = ChatClient(cfg)
+    failures_in_row = 0
+    try:
+        for i in range(budget):
+            if len(report.tasks) >= n:
+                break
+            tier = tiers[i % len(tiers)]
+            shown = pick_examples(examples, env, tier, cfg.examples, rng)
+            avoid = [t.prompt for t in report.tasks[-15:]]
+            messages = synthesis_messages(env, description, shown, tier, avoid)
+            source = f"request {i + 1}"
+            try:
+                text = client.complete(messages, seed=cfg.seed + i)
+            except ChatFailure as e:
+                _reject(report, dropped, "http_error", e.detail, source, tier)
+                failures_in_row += 1
+                if e.fatal or failures_in_row >= cfg.max_failures_in_row:
+                    _finish(report, dropped, n)
+                    raise LLMUnavailable(f"stopped after {i + 1} requests: {e.detail}",
+                                         report) from None
+                continue
+            failures_in_row = 0
+            where = Proposal(env=env, tier=tier, split=split, seed=seed, db=db)
+            try:
+                task = build_candidate(text, where, dedup, tiers)
+            except PlanRejected as e:
+                _reject(report, dropped, e.reason, e.detail, source, tier)
+                continue
+            dedup.add(task, final)
+            report.tasks.append(task)
+    finally:
+        client.close()
+    _finish(report, dropped, n)
+    return report
+
+
+def _reject(report: SynthReport, dropped: Counter[str], reason: str, detail: str, source: str,
+            tier: Tier) -> None:
+    dropped[reason] += 1
+    report.rejected.append(Rejection(reason=reason, detail=detail, source=source, tier=tier))
+
+
+def _finish(report: SynthReport, dropped: Counter[str], n: int) -> None:
+    counts = dict(dropped)
+    if len(report.tasks) < n:
+        counts["unfilled"] = n - len(report.tasks)
+    report.dropped = counts
+
+
+__all__ = [
+    "ChatClient", "ChatFailure", "LLMConfig", "LLMUnavailable", "Proposal", "build_candidate",
+    "claim_agrees", "parse_proposal", "synthesis_messages", "synthesize_llm",
+]
