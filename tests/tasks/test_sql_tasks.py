@@ -173,8 +173,8 @@ def test_read_tasks_names_file_and_line(tmp_path, report):
 
 def test_synthesize_dispatches():
     assert len(synthesize("sql", 10, seed=0).tasks) == 10
-    with pytest.raises(ValueError, match="no task generator for environment 'web'"):
-        synthesize("web", 10, seed=0)
+    with pytest.raises(ValueError, match="no task generator for environment 'nope'"):
+        synthesize("nope", 10, seed=0)
 
 
 def test_ties_and_heldout_answers_are_dropped(monkeypatch):

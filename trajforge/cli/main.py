@@ -23,6 +23,7 @@ from trajforge.cli import demo as demo_cmd
 from trajforge.cli import parse_cmd
 from trajforge.cli import export_cmd
 from trajforge.cli import query_cmd
+from trajforge.cli import synth_cmd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
 models_app = typer.Typer(no_args_is_help=True, help="Manage local models.")
@@ -43,24 +44,6 @@ def models_pull(name: str = typer.Argument("smollm2-135m"), force: bool = False)
     from trajforge.policies.models import pull
 
     console.print(f"model ready at {pull(name, force=force)}")
-
-
-@app.command()
-def synth(env: str = typer.Option("sql"), n: int = typer.Option(200), out: Path = typer.Option(...),
-          seed: int = typer.Option(0)) -> None:
-    """Generate a verified task pool (each reference solution executed)."""
-    from trajforge.tasks import synthesize
-    from trajforge.tasks.pool import write_tasks
-
-    try:
-        report = synthesize(env, n, seed)
-    except (ValueError, KeyError) as e:
-        _fail(str(e))
-    write_tasks(out, report.tasks)
-    splits: dict[str, int] = {}
-    for t in report.tasks:
-        splits[t.split] = splits.get(t.split, 0) + 1
-    console.print(f"wrote {len(report.tasks)} tasks to {out} (splits {splits}; dropped {report.dropped})")
 
 
 def _load_tasks(path: Path, split: Optional[str]):
@@ -162,6 +145,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
         console.print(f"metrics written to {json_out}")
 
 
+app.command("synth")(synth_cmd.synth)
 app.command("demo")(demo_cmd.demo)
 app.command("parse")(parse_cmd.parse)
 app.command("query")(query_cmd.query)
