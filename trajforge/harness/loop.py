@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from trajforge.envs import Environment, make_env
 from trajforge.parse.base import ParseResult
-from trajforge.parse.native import parse_tool_calls
+from trajforge.parse.openai import parse_tool_calls
 from trajforge.policies.base import Generation, Policy, TurnRequest
 from trajforge.schema import Message, Step, Task, ToolCall, ToolResult, Trajectory
 

@@ -15,6 +15,8 @@ class TurnRequest(NamedTuple):
     messages: list[Message]
     toolset: Toolset
     turn: int
+    temperature: float | None = None
+    """Per-request sampling temperature (guided exploration lowers it); None: the policy's own."""
 
 
 class Generation(NamedTuple):
@@ -25,6 +27,9 @@ class Generation(NamedTuple):
     completion_ids: list[int] | None = None
     native_calls: list | None = None
     """Structured calls when the backend returned them natively (OpenAI ``tool_calls``)."""
+    completion_logprobs: list[float] | None = None
+    """Log-probability of each sampled token, where the backend returns them (aligned with
+    ``completion_ids``)."""
 
 
 class RequestFault(Exception):

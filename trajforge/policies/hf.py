@@ -64,10 +64,25 @@ def load_model(model: str, adapter: str | None = None, dtype: str = "auto"):
     if adapter:
         from peft import PeftModel
 
-        net = PeftModel.from_pretrained(net, adapter)
-        net = net.merge_and_unload()  # merged weights generate as fast as the base model
+        for step in adapter_lineage(adapter):
+            # merged weights generate as fast as the base model
+            net = PeftModel.from_pretrained(net, step).merge_and_unload()
     net.eval()
     return net, tok
+
+
+def adapter_lineage(adapter: str | Path) -> list[str]:
+    """The adapters to merge, oldest first: DPO/GRPO adapters train on top of an earlier one
+    (recorded as ``init_adapter`` in their meta), so loading one means loading its ancestors."""
+    chain: list[str] = []
+    current: str | None = str(adapter)
+    while current:
+        if current in chain:
+            raise ValueError(f"adapter lineage loops at {current}")
+        chain.append(current)
+        meta_path = Path(current) / ADAPTER_META
+        current = json.loads(meta_path.read_text()).get("init_adapter") if meta_path.exists() else None
+    return chain[::-1]
 
 
 class HFPolicy:
@@ -96,6 +111,7 @@ class HFPolicy:
         self.seed = seed
         self.share_prefix = share_prefix
         self._checked: set[str] = set()
+        self._draws = 0
         self.model, self.tokenizer = loaded or load_model(model, adapter, dtype)
 
     def check_toolset(self, fingerprint: str) -> None:
@@ -113,10 +129,8 @@ class HFPolicy:
 
         prompts = [self.prompt_ids(r) for r in requests]
         ids, mask, cache = self._batch(prompts)
-        sampling = {"do_sample": False}
-        if self.temperature > 0:
-            torch.manual_seed(self.seed)
-            sampling = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0, "top_k": 0}
+        temps = [r.temperature if r.temperature is not None else self.temperature for r in requests]
+        sampling = self._sampling(temps)
         extra = {_cache_kw(): cache} if cache is not None else {}
         with torch.no_grad():
             out = self.model.generate(
@@ -131,6 +145,22 @@ class HFPolicy:
             text = self.tokenizer.decode([t for t in completion if t != eos], skip_special_tokens=False)
             gens.append(Generation(text=text, prompt_ids=prompt, completion_ids=completion))
         return gens
+
+    def _sampling(self, temps: list[float]) -> dict:
+        """generate() options for the rows' temperatures: greedy, one shared temperature, or a
+        per-row one (guided exploration cools single episodes inside a batch)."""
+        import torch
+
+        if all(t <= 0 for t in temps):
+            return {"do_sample": False}
+        torch.manual_seed(self.seed + self._draws)  # reproducible, but a fresh stream per turn
+        self._draws += 1
+        if len(set(temps)) == 1:
+            return {"do_sample": True, "temperature": temps[0], "top_p": 1.0, "top_k": 0}
+        from transformers import LogitsProcessorList
+
+        return {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+                "logits_processor": LogitsProcessorList([RowTemperature(temps)])}
 
     def _batch(self, prompts: list[list[int]]):
         """Padded batch, with the prompts' common prefix prefilled once into a shared KV cache.
@@ -160,6 +190,18 @@ class HFPolicy:
         cache = getattr(head, "cache", None) or head.past_key_values
         cache.batch_repeat_interleave(len(prompts))
         return ids, mask, cache
+
+
+class RowTemperature:
+    """Logits processor dividing each row's scores by its own temperature (0 → effectively greedy)."""
+
+    def __init__(self, temps: list[float]):
+        import torch
+
+        self.temps = torch.tensor([max(t, 1e-4) for t in temps]).unsqueeze(-1)
+
+    def __call__(self, input_ids, scores):
+        return scores / self.temps.to(scores.dtype)
 
 
 def _common_prefix(seqs: list[list[int]]) -> int:

@@ -8,6 +8,7 @@ from trajforge.schema.trajectory import (
     Message,
     Outcome,
     Repair,
+    Rescue,
     RewardBreakdown,
     SamplingConfig,
     Step,
@@ -16,6 +17,6 @@ from trajforge.schema.trajectory import (
 )
 
 __all__ = [
-    "CallError", "Fault", "Message", "Outcome", "Repair", "RewardBreakdown", "SamplingConfig",
+    "CallError", "Fault", "Message", "Outcome", "Repair", "Rescue", "RewardBreakdown", "SamplingConfig",
     "Split", "Step", "Task", "Tier", "ToolCall", "ToolResult", "ToolSpec", "Toolset", "Trajectory",
 ]

@@ -171,6 +171,19 @@ class RewardBreakdown(BaseModel):
     total: float
 
 
+class Rescue(BaseModel):
+    """Guided exploration rewound a failing episode to its last good step and resampled."""
+
+    at_turn: int
+    """Turn index (0-based) whose failure triggered the rescue."""
+    restored_to: int
+    """Number of steps kept: the episode resumed after this many."""
+    temperature: float
+    """Sampling temperature used from the rescue on."""
+    discarded: list[Step] = Field(default_factory=list)
+    """The failing steps that were rolled back (kept for analysis, not part of ``steps``)."""
+
+
 class Trajectory(BaseModel):
     """One episode of one policy on one task."""
 
@@ -212,3 +225,5 @@ class Trajectory(BaseModel):
     """Infrastructure faults met on the way, retried or not (empty for a clean episode)."""
     sampling: SamplingConfig | None = None
     """Sampling settings the episode ran with; None in stores written before they were recorded."""
+    rescues: list[Rescue] = Field(default_factory=list)
+    """Guided-exploration rewinds, in order (empty when exploration was off or not needed)."""

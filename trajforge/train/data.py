@@ -34,8 +34,13 @@ def _encode(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
 
-def render_sample(traj: Trajectory, tokenizer, toolset: Toolset, dialect: Dialect | None = None) -> Sample:
-    """Render one trajectory into (input_ids, loss_mask)."""
+def render_sample(traj: Trajectory, tokenizer, toolset: Toolset, dialect: Dialect | None = None,
+                  only_turn: int | None = None) -> Sample:
+    """Render one trajectory into (input_ids, loss_mask).
+
+    ``only_turn``: render up to that assistant turn (0-based) and put loss on it alone; earlier
+    turns become context. Per-turn DPO pairs are rendered this way.
+    """
     dialect = dialect or get_dialect(traj.dialect)
     eos = tokenizer.eos_token_id
     ids: list[int] = []
@@ -63,7 +68,10 @@ def render_sample(traj: Trajectory, tokenizer, toolset: Toolset, dialect: Dialec
         if completion[-1] != eos:
             completion.append(eos)
         ids += completion
-        mask += [1] * len(completion)
+        learn = only_turn is None or turn == only_turn
+        mask += [int(learn)] * len(completion)
         covered = prefix + text + tokenizer.eos_token
+        if turn == only_turn:
+            break
         turn += 1
     return Sample(ids, mask)

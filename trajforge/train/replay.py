@@ -87,9 +87,13 @@ def mix_replay(replay: list[Sample], n_task: int, share: float, seed: int) -> li
         return []
     if not 0 < share < 1:
         raise ValueError(f"replay share must be in [0, 1), got {share}")
-    want = round(n_task * share / (1 - share))
+    return draw_replay(replay, round(n_task * share / (1 - share)), seed)
+
+
+def draw_replay(replay: list[Sample], k: int, seed: int) -> list[Sample]:
+    """``k`` replay samples drawn with replacement (the pool is small; reuse is expected)."""
     rng = random.Random(seed)
-    return [replay[rng.randrange(len(replay))] for _ in range(want)]
+    return [replay[rng.randrange(len(replay))] for _ in range(k)] if replay else []
 
 
 def answer_nll(net, samples: list[Sample], pad_id: int) -> float:

@@ -9,7 +9,6 @@ are grouped by length and share their common prefix through one KV cache (train/
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -20,14 +19,13 @@ from pydantic import BaseModel
 
 from trajforge.envs import env_class
 from trajforge.parse import get_dialect
-from trajforge.policies.hf import ADAPTER_META
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
 from trajforge.train.data import Sample, render_sample
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import IGNORE, masked_lm_loss
 from trajforge.train.replay import mix_replay
-from trajforge.train.trainer import LoraSettings, fit, lora_model
+from trajforge.train.trainer import LoraSettings, fit, lora_model, save_adapter
 
 
 class SFTConfig(LoraSettings):
@@ -159,17 +157,14 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     hook = evaluator.hook(net, tok) if evaluator else None
     fitted = fit(net, len(batches), batches.__getitem__, loss_fn, cfg, out_dir, "sft", progress,
                  resume, hook)
-    out = Path(out_dir)
-    net.save_pretrained(out)
-    tok.save_pretrained(out)
     used = [r for b in batches for r in b]
     result = SFTResult(
-        adapter_dir=str(out), samples=len(samples), skipped=skipped,
+        adapter_dir=str(out_dir), samples=len(samples), skipped=skipped,
         tokens=sum(len(r["input_ids"]) for r in used), loss_tokens=sum(sum(r["loss_mask"]) for r in used),
         steps=len(fitted.losses), losses=fitted.losses, seconds=time.perf_counter() - started,
         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
     )
-    meta = {"toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": data[0].dialect,
-            "base_model": model, "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})}
-    (out / ADAPTER_META).write_text(json.dumps(meta, indent=2))
+    save_adapter(net, tok, out_dir, {
+        "recipe": "sft", "toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": data[0].dialect,
+        "base_model": model, "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
     return result

@@ -101,7 +101,8 @@ def fit(net, total: int, batch_at: Callable[[int], Any], loss_fn: Callable[[Any]
         resume: bool = False, on_step: Callable[[int], dict | None] | None = None) -> FitResult:
     """Optimise ``net``'s trainable parameters for ``total`` steps; see the module docstring.
 
-    ``on_step(step)`` runs after each completed step (1-based) and may return metrics to log (the
+    ``loss_fn`` may return a loss that still needs ``backward`` or, when it accumulated gradients
+    over micro-batches itself, a detached one. ``on_step(step)`` runs after each completed step (1-based) and may return metrics to log (the
     in-loop evaluation uses it).
     """
     import torch
@@ -114,7 +115,8 @@ def fit(net, total: int, batch_at: Callable[[int], Any], loss_fn: Callable[[Any]
     device = next(net.parameters()).device
     bf16 = next(net.get_base_model().parameters()).dtype == torch.bfloat16
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    sched = get_cosine_schedule_with_warmup(opt, max(1, total // 20), max(1, total))
+    # No warm-up for short runs: the schedule's first warm-up step has learning rate 0.
+    sched = get_cosine_schedule_with_warmup(opt, total // 20, max(1, total))
     ckpt = Checkpointer(out / CHECKPOINTS, keep=cfg.keep_checkpoints)
     start, result = 0, FitResult(losses=[])
     if resume and ckpt.latest() is not None:
@@ -130,7 +132,8 @@ def fit(net, total: int, batch_at: Callable[[int], Any], loss_fn: Callable[[Any]
             batch = batch_at(step)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss, stats = loss_fn(batch)
-            loss.backward()
+            if loss.requires_grad:  # loss_fns that micro-batch run their own backward passes
+                loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
             if not (torch.isfinite(loss) and torch.isfinite(norm)):
                 opt.zero_grad(set_to_none=True)  # drop the step; weights and moments untouched
@@ -259,3 +262,14 @@ def _atomic_write(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
+
+
+def save_adapter(net, tokenizer, out_dir: str | Path, meta: dict[str, Any]) -> Path:
+    """The final adapter plus the trajforge meta the policies check (toolset, dialect, lineage)."""
+    from trajforge.policies.hf import ADAPTER_META
+
+    out = Path(out_dir)
+    net.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / ADAPTER_META).write_text(json.dumps(meta, indent=2))
+    return out

@@ -1,0 +1,83 @@
+"""DPO on a tiny model: pairs from graded episodes, masks, golden losses, parameters move."""
+
+import pytest
+import torch
+
+from tests.train.rollouts import TokenScripted
+from trajforge.grade import graded
+from trajforge.harness import run_episodes
+from trajforge.train.dpo import DPOConfig, build_pairs, first_divergence, render_pair, train_dpo
+from trajforge.train.trainer import lora_model
+
+
+@pytest.fixture(scope="module")
+def episodes(tiny_model, sql_tasks):
+    from trajforge.policies.hf import load_model
+
+    net, tok = load_model(tiny_model)
+    train = [t for t in sql_tasks if t.split == "train"][:6]
+    return [graded(t) for t in run_episodes(train, TokenScripted(tiny_model, net, tok), samples=2)]
+
+
+def test_pairs_prefer_success_and_skip_env_faults(episodes):
+    assert {t.outcome.correct for t in episodes} == {True, False}
+    faulty = episodes[0].model_copy(update={"outcome": episodes[0].outcome.model_copy(update={"tier": "env_fault"})})
+    pairs, skipped = build_pairs(episodes + [faulty])
+    assert skipped == {"env_fault": 1}
+    assert len(pairs) == 6 and all(p.chosen.outcome.correct and not p.rejected.outcome.correct for p in pairs)
+    assert all(p.chosen.task_id == p.rejected.task_id for p in pairs)
+    turn_pairs, _ = build_pairs(episodes, mode="turn")
+    for p in turn_pairs:  # the two differ only in the final submit
+        assert p.turn == first_divergence(p.chosen, p.rejected) == len(p.chosen.steps) - 1
+
+
+def test_turn_pairs_put_loss_on_the_diverging_turn_only(episodes, tiny_model):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    pair = build_pairs(episodes, mode="turn")[0][0]
+    chosen, rejected = render_pair(pair, tok)
+    # context identical up to the diverging turn; loss tokens are exactly that turn's completion
+    ids_c = chosen.input_ids
+    first = chosen.loss_mask.index(1)
+    assert ids_c[:first] == rejected.input_ids[:first]
+    assert chosen.loss_mask[first:] == [1] * (len(ids_c) - first)
+    assert tok.decode(ids_c[first:]).count("submit_answer") == 1
+    whole, _ = render_pair(pair._replace(turn=None), tok)
+    assert sum(whole.loss_mask) > sum(chosen.loss_mask)
+
+
+def test_lm_head_sees_only_assistant_tokens(episodes, tiny_model):
+    """Prompts and tool results never reach the LM head, so they carry no loss and no gradient."""
+    from trajforge.train.dpo import _logps
+
+    net, tok = lora_model(tiny_model, DPOConfig(r=4, alpha=8))
+    chosen, rejected = render_pair(build_pairs(episodes)[0][0], tok)
+    rows = []
+    hook = net.get_base_model().lm_head.register_forward_hook(lambda m, i, o: rows.append(i[0].shape[0]))
+    _logps(net, [chosen, rejected], tok.pad_token_id)
+    hook.remove()
+    # position t predicts token t+1: the first token of a sample is never a target
+    assert rows == [sum(chosen.loss_mask[1:]) + sum(rejected.loss_mask[1:])]
+
+
+GOLDEN = [0.6931624412536621, 0.6338908672332764, 0.48428595066070557]
+
+
+def test_dpo_trains_and_matches_golden_losses(episodes, tiny_model, tmp_path):
+    cfg = DPOConfig(r=4, alpha=8, dropout=0.0, lr=5e-2, beta=0.5, batch_size=2, max_steps=3, seed=0)
+    torch.manual_seed(0)
+    res = train_dpo(episodes, tiny_model, tmp_path / "dpo", cfg, progress=False)
+    assert res.pairs == 6 and res.steps == 3
+    assert res.losses == pytest.approx(GOLDEN, rel=1e-4)
+    assert res.losses[0] == pytest.approx(0.693147, abs=1e-4)  # log 2: policy == reference at start
+    assert res.margins[-1] > 0
+    from safetensors.torch import load_file
+    from trajforge.train.trainer import LoraSettings
+
+    trained = load_file(str(tmp_path / "dpo" / "adapter_model.safetensors"))
+    init, _ = lora_model(tiny_model, LoraSettings(r=4, alpha=8, dropout=0.0, seed=0))
+    from peft import get_peft_model_state_dict
+
+    before = get_peft_model_state_dict(init)
+    assert [k for k in trained if torch.equal(trained[k], before[k])] == []

@@ -1,0 +1,250 @@
+"""GRPO with the environment in the loop: rollouts in the real harness, group-relative advantages.
+
+Each step:
+1. pick ``batch_size`` tasks (from the curriculum's unlocked tiers, or uniformly);
+2. run ``group_size`` multi-turn rollouts per task with the *current* weights, sampled at
+   ``temperature``, in the same harness as evaluation (real tools, real parser); optionally with
+   guided exploration (harness/explore.py) rescuing failing rollouts;
+3. grade every rollout and compute its composite reward R (grade/reward.py, all components kept);
+4. advantage = (R − group mean) / group std (``train/losses.group_advantages``); groups whose
+   rollouts all score the same carry no signal and are dropped before any forward pass;
+5. loss on the policy's own sampled tokens only: every step of a rollout is one sequence,
+   ``prompt_ids + completion_ids`` exactly as generated (never re-tokenised text), with loss on
+   ``completion_ids``; prompts and tool results are context with zero weight. Clipped surrogate,
+   optional k3 KL to the reference (the starting model: adapter disabled), token-mean.
+
+Rollouts come from the local hf policy here. At scale, the same loss takes rollouts from a vLLM /
+SGLang server that returns token ids (policies/openai.py stores them on the step); only step 2
+changes. Library: ``train_grpo(tasks, model, out_dir, GRPOConfig())``; CLI:
+``trajforge train grpo --tasks TASKS --model M [--init-adapter SFT_DIR] --out DIR``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from trajforge.grade import RewardConfig, graded
+from trajforge.harness import HarnessConfig, run_episodes
+from trajforge.harness.explore import ExplorationConfig, guided, rescue_rate
+from trajforge.harness.loop import Episode
+from trajforge.parse import get_dialect
+from trajforge.policies.models import resolve
+from trajforge.schema import Task, Trajectory
+from trajforge.train.curriculum import Curriculum
+from trajforge.train.inloop import InLoopEval
+from trajforge.train.losses import IGNORE, group_advantages, policy_gradient_loss, token_logprobs
+from trajforge.train.trainer import LoraSettings, fit, lora_model, save_adapter
+
+
+class GRPOConfig(LoraSettings):
+    """GRPO hyper-parameters (adapter, optimiser and checkpoint settings in ``LoraSettings``)."""
+
+    lr: float = 5e-5
+    """Peak learning rate."""
+    batch_size: int = 8
+    """Tasks per step (each gets ``group_size`` rollouts)."""
+    group_size: int = 4
+    """G: rollouts per task; advantages are relative within this group."""
+    steps: int = 20
+    """Optimizer steps (``max_steps`` caps it too)."""
+    temperature: float = 1.0
+    """Rollout sampling temperature."""
+    max_turns: int = 6
+    """Turns per rollout."""
+    max_new_tokens: int = 160
+    """Tokens per turn."""
+    clip: float = 0.2
+    """PPO-style ratio clip (matters when ``updates_per_batch`` > 1)."""
+    kl_beta: float = 0.0
+    """Weight of the k3 KL to the reference model (0: no reference pass)."""
+    updates_per_batch: int = 1
+    """Gradient steps per rollout batch (μ); > 1 reuses rollouts with the clipped ratio."""
+    scale_advantages: bool = True
+    """Divide by the group std (GRPO); False is Dr. GRPO's unscaled advantage."""
+    micro_batch: int = 8
+    """Sequences per forward/backward pass (memory bound); gradients accumulate."""
+    curriculum: bool = True
+    """Schedule tiers easy → medium → hard by measured success rate."""
+    promote_at: float = 0.6
+    """Success rate on the newest tier that unlocks the next."""
+    guided: bool = False
+    """Guided exploration: rewind failing rollouts to the last good step and resample cooler."""
+    explore: ExplorationConfig = Field(default_factory=ExplorationConfig)
+    """Guided exploration settings."""
+    rewards: RewardConfig = Field(default_factory=RewardConfig)
+    """Composite reward weights."""
+    dialect: str | None = None
+    """Tool-call dialect (default: the policy's own)."""
+
+
+class Rollouts(BaseModel):
+    """One step's rollouts, reduced to what the loss needs."""
+
+    sequences: list[tuple[list[int], int, int]] = []
+    """(prompt_ids + completion_ids, prompt length, index into ``advantages``)."""
+    advantages: list[float] = []
+    stats: dict[str, Any] = {}
+
+
+class GRPOResult(BaseModel):
+    adapter_dir: str
+    steps: int
+    losses: list[float]
+    rewards: list[float]
+    """Mean rollout reward per step."""
+    solve_rates: list[float]
+    """Share of rollouts solved per step."""
+    rescue: dict[str, Any]
+    """Guided exploration's rescue counts over the whole run."""
+    curriculum: list[tuple[int, str]]
+    seconds: float
+    skipped_nonfinite: int = 0
+    resumed_from: int = 0
+
+
+def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
+    """Group-relative advantages per task, then one training sequence per step of each rollout
+    with a non-zero advantage. Rollouts without token ids cannot be trained on exactly and are
+    refused."""
+    import torch
+
+    groups: dict[str, int] = {}
+    gid = [groups.setdefault(t.task_id, len(groups)) for t in trajs]
+    rewards = torch.tensor([t.reward.total if t.reward else 0.0 for t in trajs])
+    adv = group_advantages(rewards, torch.tensor(gid), scale=scale)
+    out = Rollouts(stats={"reward": float(rewards.mean()) if trajs else 0.0,
+                          "solved": sum(bool(t.outcome and t.outcome.correct) for t in trajs) / max(1, len(trajs)),
+                          "informative_groups": len({g for g, a in zip(gid, adv.tolist()) if a != 0}),
+                          "groups": len(groups)})
+    for t, a in zip(trajs, adv.tolist()):
+        if a == 0:
+            continue
+        for s in t.steps:
+            if s.prompt_ids is None or not s.completion_ids:
+                raise ValueError(f"rollout {t.task_id}#{t.sample} step {s.index} has no token ids; "
+                                 "GRPO trains on the exact sampled tokens")
+            out.sequences.append((list(s.prompt_ids) + list(s.completion_ids), len(s.prompt_ids),
+                                  len(out.advantages)))
+        out.advantages.append(a)
+    return out
+
+
+def rollout_batch(seqs: list[tuple[list[int], int, int]], pad: int):
+    """(input_ids, attention_mask, labels) with labels only on completion tokens."""
+    import torch
+
+    width = max(len(s) for s, _, _ in seqs)
+    ids, att, labels = [], [], []
+    for s, n_prompt, _ in seqs:
+        gap = width - len(s)
+        ids.append(s + [pad] * gap)
+        att.append([1] * len(s) + [0] * gap)
+        labels.append([IGNORE] * n_prompt + s[n_prompt:] + [IGNORE] * gap)
+    return torch.tensor(ids), torch.tensor(att), torch.tensor(labels)
+
+
+def grpo_loss(net, rollouts: Rollouts, pad: int, cfg: GRPOConfig, backward: bool = True):
+    """Token-mean clipped policy-gradient loss over all rollout tokens, in micro-batches whose
+    gradients accumulate (``backward``); returns (detached total loss, stats)."""
+    import contextlib
+
+    import torch
+
+    seqs = sorted(rollouts.sequences, key=lambda s: len(s[0]))  # similar lengths → less padding
+    total_tokens = sum(len(s) - n for s, n, _ in seqs)
+    adv_all = torch.tensor(rollouts.advantages)
+    loss_sum, kl_sum = torch.zeros(()), 0.0
+    for i in range(0, len(seqs), cfg.micro_batch):
+        chunk = seqs[i: i + cfg.micro_batch]
+        ids, att, labels = rollout_batch(chunk, pad)
+        mask = (labels[:, 1:] != IGNORE)
+        ref = None
+        if cfg.kl_beta > 0:
+            with torch.no_grad(), net.disable_adapter():
+                ref = token_logprobs(net, ids, att, labels)
+        with contextlib.nullcontext() if backward else torch.no_grad():
+            logp = token_logprobs(net, ids, att, labels)
+            adv = adv_all[[j for _, _, j in chunk]].to(logp.dtype)
+            loss, stats = policy_gradient_loss(logp, logp.detach(), adv, mask, cfg.clip, ref, cfg.kl_beta)
+            weighted = loss * (mask.sum() / max(1, total_tokens))  # chunk mean → batch token mean
+            if backward:
+                weighted.backward()
+        loss_sum = loss_sum + weighted.detach()
+        kl_sum += stats["kl"] * float(mask.sum()) / max(1, total_tokens)
+    return loss_sum, {"kl": kl_sum, "tokens": total_tokens}
+
+
+def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, seed: int) -> list[Trajectory]:
+    """``group_size`` sampled rollouts per task with the current weights, graded."""
+    from trajforge.policies.hf import HFPolicy
+
+    policy = HFPolicy(model, name="grpo-rollout", loaded=(net, tok), temperature=cfg.temperature,
+                      seed=seed, max_new_tokens=cfg.max_new_tokens, batch_size=64,
+                      dialect=get_dialect(cfg.dialect) if cfg.dialect else None)
+    harness = HarnessConfig(max_turns=cfg.max_turns, max_consecutive_errors=cfg.max_turns)
+    episode = guided(cfg.explore) if cfg.guided else Episode
+    trajs = run_episodes(tasks, policy, harness, samples=cfg.group_size, episode=episode)
+    return [graded(t, cfg.rewards) for t in trajs]
+
+
+def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConfig | None = None,
+               init_adapter: str | None = None, progress: bool = True, resume: bool = False,
+               evaluator: InLoopEval | None = None) -> GRPOResult:
+    cfg = cfg or GRPOConfig()
+    started = time.perf_counter()
+    if not tasks:
+        raise ValueError("GRPO needs training tasks")
+    net, tok = lora_model(resolve(model), cfg, init_adapter)
+    rng = random.Random(cfg.seed)
+    curriculum = Curriculum(tasks, cfg.promote_at, seed=cfg.seed) if cfg.curriculum else None
+    total = cfg.steps if cfg.max_steps <= 0 else min(cfg.steps, cfg.max_steps)
+    rewards, solved, all_trajs = [], [], []
+    cache: dict[int, Rollouts] = {}
+
+    def batch_at(step: int) -> Rollouts:
+        rollout_step = step // cfg.updates_per_batch
+        if rollout_step not in cache:  # μ > 1: later updates reuse the same rollouts
+            cache.clear()
+            picked = curriculum.sample(cfg.batch_size) if curriculum else rng.sample(tasks, min(cfg.batch_size, len(tasks)))
+            net.eval()
+            trajs = collect_rollouts(net, tok, model, picked, cfg, seed=cfg.seed * 100_003 + rollout_step)
+            net.train()
+            all_trajs.extend(trajs)
+            for t in trajs:
+                if curriculum:
+                    curriculum.record(t.tier, bool(t.outcome.correct), step)
+            cache[rollout_step] = to_rollouts(trajs, cfg.scale_advantages)
+            rewards.append(cache[rollout_step].stats["reward"])
+            solved.append(cache[rollout_step].stats["solved"])
+        return cache[rollout_step]
+
+    def loss_fn(rollouts: Rollouts):
+        stats = dict(rollouts.stats)
+        if curriculum:
+            stats["tier_level"] = curriculum.level
+        if not rollouts.sequences:  # every group agreed: nothing to learn from this batch
+            import torch
+
+            return torch.zeros(()), stats
+        loss, extra = grpo_loss(net, rollouts, tok.pad_token_id, cfg)
+        return loss, {**stats, **extra}
+
+    hook = evaluator.hook(net, tok) if evaluator else None
+    fitted = fit(net, total, batch_at, loss_fn, cfg, out_dir, "grpo", progress, resume, hook)
+    result = GRPOResult(adapter_dir=str(out_dir), steps=len(fitted.losses), losses=fitted.losses,
+                        rewards=rewards, solve_rates=solved, rescue=rescue_rate(all_trajs),
+                        curriculum=curriculum.history if curriculum else [],
+                        seconds=time.perf_counter() - started,
+                        skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from)
+    fingerprint = all_trajs[0].toolset_fingerprint if all_trajs else ""
+    save_adapter(net, tok, out_dir, {
+        "recipe": "grpo", "toolset_fingerprint": fingerprint, "env": tasks[0].env,
+        "dialect": all_trajs[0].dialect if all_trajs else "hermes", "base_model": model,
+        "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+        "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
+    return result
