@@ -128,3 +128,12 @@ def test_clear_errors(tmp_path, monkeypatch, args, message):
     assert res.exit_code == 2
     assert message in " ".join(res.output.split())
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_tier_by_a_policys_solve_rate(tmp_path):
+    out = tmp_path / "t.jsonl"
+    res = run("--env", "sql", "--n", 12, "--out", out, "--tier-by", "expert", "--tier-samples", 1)
+    assert res.exit_code == 0, res.output
+    # The expert solves every task, so measured difficulty makes them all easy.
+    assert {t.tier for t in read_tasks(out)} == {"easy"}
+    assert table_row(res.output, "kept")[:3] == ["12", "0", "0"]
