@@ -52,3 +52,23 @@ def test_unknown_dialect_and_bad_tools_exit_2(tools_file, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert run(["--dialect", "hermes", "--tools", str(bad)], "x").exit_code == 2
+
+
+RESPONSE = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\",}"}}]}}]}
+
+
+@pytest.mark.parametrize("dialect", ["openai", "auto"])
+def test_openai_response_json_on_stdin(tools_file, dialect):
+    out = json.loads(run(["--dialect", dialect, "--tools", str(tools_file)], json.dumps(RESPONSE)).output)
+    assert out["dialect"] == "openai"
+    assert out["calls"] == [{"name": "get_weather", "arguments": {"location": "Paris"}, "id": "call_1"}]
+    assert [r["kind"] for r in out["repairs"]] == ["json_repair"] and out["errors"] == []
+
+
+def test_openai_choice_cut_by_the_length_limit(tools_file):
+    choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Pa"}}]}}
+    out = json.loads(run(["--dialect", "openai", "--tools", str(tools_file)], json.dumps(choice)).output)
+    assert out["calls"] == [] and [e["kind"] for e in out["errors"]] == ["truncated"]

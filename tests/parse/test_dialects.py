@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from trajforge.parse import DIALECTS, Dialect, StreamParser, dialect_for_model, get_dialect, guess_dialect
 from trajforge.schema import ToolCall, ToolSpec, Toolset
 
-NEW = ["qwen3_xml", "llama3_json", "mistral", "pythonic", "deepseek", "react"]
+NEW = ["qwen3_xml", "llama3_json", "mistral", "pythonic", "deepseek", "react", "openai"]
+TEXT = [n for n in sorted(DIALECTS) if n != "openai"]  # dialects whose tools go in the system prompt
 
 
 def search(query: str, limit: int = 10, exact: bool = False) -> str:
@@ -135,6 +136,30 @@ SEP = "<｜tool▁sep｜>"
 
 # (raw output, expected calls, expected error kinds, expected repair kinds, expected text)
 CORPUS: dict[str, list[tuple[str, list[ToolCall], list[str], list[str], str]]] = {
+    # Chat Completions API responses as OpenAI's API reference and function-calling guide show them
+    # (arguments are JSON *strings*; content is null beside tool calls).
+    "openai": [
+        ('{"id": "chatcmpl-abc123", "object": "chat.completion", "created": 1699896916, "model": "gpt-4o-mini",'
+         ' "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [{"id": '
+         '"call_abc123", "type": "function", "function": {"name": "get_weather", "arguments": '
+         '"{\\n\\"location\\": \\"Boston, MA\\"\\n}"}}]}, "logprobs": null, "finish_reason": "tool_calls"}],'
+         ' "usage": {"prompt_tokens": 82, "completion_tokens": 17, "total_tokens": 99}}',
+         [ToolCall(name="get_weather", arguments={"location": "Boston, MA"}, id="call_abc123")], [], [], ""),
+        ('{"role": "assistant", "content": "Checking both.", "tool_calls": ['
+         '{"id": "call_12345xyz", "type": "function", "function": {"name": "get_weather", "arguments": '
+         '"{\\"location\\":\\"Paris\\"}"}}, {"id": "call_67890abc", "type": "function", "function": '
+         '{"name": "get_time", "arguments": "{\\"timezone\\":\\"Europe/Paris\\"}"}}]}',
+         [W_PARIS.model_copy(update={"id": "call_12345xyz"}), T_PARIS.model_copy(update={"id": "call_67890abc"})],
+         [], [], "Checking both."),
+        ('[{"id": "call_1", "type": "function", "function": {"name": "get_weather", '
+         '"arguments": "{\'location\': \'Paris\',}"}}]',
+         [W_PARIS.model_copy(update={"id": "call_1"})], [], ["json_repair"], ""),
+        ('{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_9", '
+         '"type": "function", "function": {"name": "get_weather", "arguments": "{\\"location\\": \\"San Fr"}}]},'
+         ' "finish_reason": "length"}', [], ["truncated"], [], ""),
+        ('{"role": "assistant", "content": "It is sunny in Paris.", "refusal": null}', [], ["no_call"], [],
+         "It is sunny in Paris."),
+    ],
     "qwen3_xml": [
         ("I'll check both.\n<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n"
          "<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n"
@@ -253,6 +278,11 @@ def test_pythonic_never_evaluates_code():
     ("meta-llama/Llama-3.1-8B-Instruct", "llama3_json"), ("mistralai/Mistral-7B-Instruct-v0.3", "mistral"),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistral"), ("deepseek-ai/DeepSeek-V3", "deepseek"),
     ("some-unknown-model", "hermes"),
+    # Plain Qwen3 writes Hermes JSON in <tool_call>; Qwen3-Coder and Qwen3.5 write the XML format.
+    ("Qwen/Qwen3-8B", "hermes"), ("Qwen/Qwen3-235B-A22B-Instruct-2507", "hermes"), ("Qwen/Qwen3-0.6B", "hermes"),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct", "qwen3_xml"), ("Qwen/Qwen3.5-27B", "qwen3_xml"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek"), ("smollm2-135m", "hermes"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama3_json"),
     ("{% for m in messages %}<|start_header_id|>{{ m.role }}<|python_tag|>{% endfor %}", "llama3_json"),
     ("{{- '<tool_call>\\n<function=' + tool_call.name + '>' }}", "qwen3_xml"),
     ("{{ '<｜tool▁calls▁begin｜>' }}", "deepseek"),
@@ -264,6 +294,7 @@ def test_dialect_for_model(model, dialect):
 
 @pytest.mark.parametrize("name", NEW + ["hermes"])
 def test_guess_dialect_from_rendered_output(name):
+    # openai included: its text form is the JSON of a message, told apart from Llama's bare objects.
     text = get_dialect(name).render_assistant("Hi.", [W_PARIS])
     assert guess_dialect(text).name == name
 
@@ -283,7 +314,7 @@ def test_deepseek_calls_block_without_a_call():
     assert [e.kind for e in garbage.errors] == ["malformed"]
 
 
-@pytest.mark.parametrize("name", sorted(DIALECTS))
+@pytest.mark.parametrize("name", TEXT)
 def test_system_prompt_and_chat_assembly(name):
     from trajforge.schema import Message
 
@@ -327,6 +358,8 @@ def test_parse_never_raises_on_garbage(name):
     ("react", "Thought: first the time.\nAction: get_time\nAction Inp"),
     ("deepseek", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_ti"),
     ("pythonic", "[get_time(timezone='UTC'), get_weather(loc"),
+    ("openai", '{"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_ti'),
+    ("openai", '{"role": "assistant", "tool_calls": [{"function": {"name": "get_time", "arguments": "{\\"timezone'),
 ])
 def test_cut_inside_the_syntax_is_truncated(name, raw):
     res = get_dialect(name).parse(raw, TOOLS)
@@ -352,3 +385,34 @@ def test_values_may_contain_any_dialects_markers(name):
     calls = [ToolCall(name="search", arguments={"query": MARKERS}), T_PARIS]
     res = d.parse(d.render_assistant("Careful.", calls), TOOLS)
     assert res.calls == calls and not res.errors and not res.repairs and res.text == "Careful."
+
+
+# Heads of real chat templates' tool sections, enough for detection.
+QWEN3_TEMPLATE = ('{%- if tools %}<|im_start|>system\n# Tools\n<tools>{% for tool in tools %}{{ tool | tojson }}'
+                  '{% endfor %}</tools>\nFor each function call, return a json object with function name and '
+                  'arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, '
+                  '"arguments": <args-json-object>}\n</tool_call><|im_end|>{% endif %}')
+CODER_TEMPLATE = ("{%- if tools %}<tools>{% for tool in tools %}<function>\n<name>{{ tool.function.name }}</name>"
+                  "{% endfor %}</tools>\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>"
+                  "\nvalue_1\n</parameter>\n</function>\n</tool_call>{% endif %}")
+CHATML = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+
+
+@pytest.mark.parametrize("model,template,dialect", [
+    ("Qwen/Qwen3-8B", QWEN3_TEMPLATE, "hermes"),
+    ("my-org/agent-ft-v2", CODER_TEMPLATE, "qwen3_xml"),  # a renamed fine-tune keeps its template's format
+    ("Qwen/Qwen3-8B", CODER_TEMPLATE, "qwen3_xml"),  # the template wins over the name
+    ("Qwen/Qwen3-Coder-30B-A3B-Instruct", CHATML, "qwen3_xml"),  # a template without markers: the name
+    ("/models/local-copy", CHATML, "hermes"),  # neither says: hermes
+    ("smollm2-135m", None, "hermes"),  # the embedded default model (the demo relies on hermes)
+])
+def test_for_model_prefers_the_chat_template(model, template, dialect):
+    assert Dialect.for_model(model, chat_template=template).name == dialect
+    assert dialect_for_model(model, template).name == dialect
+
+
+def test_template_supports_tools():
+    from trajforge.parse.detect import template_supports_tools
+
+    assert template_supports_tools(QWEN3_TEMPLATE) and template_supports_tools(CODER_TEMPLATE)
+    assert not template_supports_tools(CHATML) and not template_supports_tools(None)

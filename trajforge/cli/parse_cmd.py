@@ -4,8 +4,10 @@
         | trajforge parse --dialect hermes --tools tools.json
 
 TOOLS.json is an OpenAI-style ``tools`` list. ``--dialect auto`` picks the dialect whose call
-markers appear in the text. The output is one JSON object: calls, errors, repairs, text (and the
-dialect used).
+markers appear in the text. With ``--dialect openai`` stdin is an API response as JSON: the whole
+response, one choice, the assistant message or its ``tool_calls`` list (``finish_reason: length``
+makes an unfinished call ``truncated``). The output is one JSON object: calls (with their ``id``
+where the input had one), errors, repairs, text (and the dialect used).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def parse(
     result = chosen.parse(text, toolset)
     typer.echo(json.dumps({
         "dialect": chosen.name,
-        "calls": [{"name": c.name, "arguments": c.arguments} for c in result.calls],
+        "calls": [{"name": c.name, "arguments": c.arguments} | ({"id": c.id} if c.id else {})
+                  for c in result.calls],
         "errors": [{"kind": e.kind, "message": e.message} for e in result.errors],
         "repairs": [r.model_dump() for r in result.repairs],
         "text": result.text,

@@ -1,18 +1,20 @@
 """Tool-call dialects: render and parse with one object.
 
-    dialect = get_dialect("qwen3_xml")            # or dialect_for_model("Qwen/Qwen3-Coder-30B")
+    dialect = get_dialect("qwen3_xml")            # or Dialect.for_model("Qwen/Qwen3-Coder-30B", chat_template)
     text = dialect.render_assistant("Let me look.", [ToolCall(name="run_sql", arguments={...})])
     result = dialect.parse(text, toolset)         # ParseResult: calls, errors, repairs, text
+    prompt = dialect.chat_text(tokenizer, messages, toolset, render_mode="template")  # policy = SFT
 """
 
 from __future__ import annotations
 
-from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.base import RENDER_MODES, Dialect, ParseResult
 from trajforge.parse.deepseek import DeepSeekDialect
 from trajforge.parse.detect import dialect_name_for_model, guess_dialect_name
 from trajforge.parse.hermes import HermesDialect
 from trajforge.parse.llama3_json import Llama3JSONDialect
 from trajforge.parse.mistral import MistralDialect
+from trajforge.parse.openai import DeltaAccumulator, OpenAIDialect
 from trajforge.parse.pythonic import PythonicDialect
 from trajforge.parse.qwen3_xml import Qwen3XMLDialect
 from trajforge.parse.react import ReActDialect
@@ -20,7 +22,7 @@ from trajforge.parse.stream import StreamParser
 
 DIALECTS: dict[str, type[Dialect]] = {
     d.name: d
-    for d in (HermesDialect, Qwen3XMLDialect, Llama3JSONDialect, MistralDialect, PythonicDialect,
+    for d in (HermesDialect, OpenAIDialect, Qwen3XMLDialect, Llama3JSONDialect, MistralDialect, PythonicDialect,
               DeepSeekDialect, ReActDialect)
 }
 
@@ -31,9 +33,10 @@ def get_dialect(name: str) -> Dialect:
     return DIALECTS[name]()
 
 
-def dialect_for_model(name_or_template: str) -> Dialect:
-    """The dialect for a model name (``Qwen/Qwen3-8B``) or its chat template; hermes by default."""
-    return get_dialect(dialect_name_for_model(name_or_template))
+def dialect_for_model(name_or_path: str, chat_template: str | None = None) -> Dialect:
+    """The dialect for a model name or path (``Qwen/Qwen3-8B``), its chat template deciding when
+    given; hermes by default."""
+    return get_dialect(dialect_name_for_model(name_or_path, chat_template))
 
 
 def guess_dialect(text: str) -> Dialect:
@@ -42,7 +45,7 @@ def guess_dialect(text: str) -> Dialect:
 
 
 __all__ = [
-    "DIALECTS", "DeepSeekDialect", "Dialect", "HermesDialect", "Llama3JSONDialect", "MistralDialect",
-    "ParseResult", "PythonicDialect", "Qwen3XMLDialect", "ReActDialect", "StreamParser",
-    "dialect_for_model", "get_dialect", "guess_dialect",
+    "DIALECTS", "DeepSeekDialect", "DeltaAccumulator", "Dialect", "HermesDialect", "Llama3JSONDialect",
+    "MistralDialect", "OpenAIDialect", "ParseResult", "PythonicDialect", "Qwen3XMLDialect", "RENDER_MODES",
+    "ReActDialect", "StreamParser", "dialect_for_model", "get_dialect", "guess_dialect",
 ]

@@ -10,7 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from trajforge.parse.detect import template_supports_tools
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
+
+RENDER_MODES = ("dialect", "template")
+"""How a prompt is rendered: the dialect's tool block, or the model's chat template with ``tools``."""
 
 
 class ParseResult(BaseModel):
@@ -52,11 +56,12 @@ class Dialect:
         raise NotImplementedError  # abstract
 
     @classmethod
-    def for_model(cls, name_or_template: str) -> "Dialect":
-        """The dialect for a model name or chat template (see ``trajforge.parse.detect``)."""
+    def for_model(cls, name_or_path: str, chat_template: str | None = None) -> "Dialect":
+        """The dialect for a model: its chat template's call markers when given, else its name
+        (see ``trajforge.parse.detect``); hermes when neither says."""
         from trajforge.parse import dialect_for_model  # the registry imports this module
 
-        return dialect_for_model(name_or_template)
+        return dialect_for_model(name_or_path, chat_template)
 
     tool_role: str = "user"
     """Chat role that carries tool results for models whose template has no ``tool`` role."""
@@ -89,3 +94,48 @@ class Dialect:
                 chat.append({"role": m.role, "content": m.content})
         flush()
         return chat
+
+    def template_chat(self, messages: list[Message]) -> list[dict[str, Any]]:
+        """Messages for a chat template that shows the tools itself (``render_mode="template"``).
+
+        The system message keeps only its instructions (the template renders the ``tools``
+        argument), each tool result is its own ``tool`` message (the template wraps them), and an
+        assistant turn is this dialect's text as plain content — what the model wrote, or the
+        rendering of its calls — so the template cannot re-serialize earlier calls differently
+        from what the model sees and learns.
+        """
+        chat: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "assistant":
+                text = m.raw if m.raw is not None else self.render_assistant(m.content, m.tool_calls)
+                chat.append({"role": "assistant", "content": text})
+            elif m.role == "tool":
+                entry = {"role": "tool", "content": m.content}
+                if m.name:
+                    entry["name"] = m.name
+                if m.tool_call_id:
+                    entry["tool_call_id"] = m.tool_call_id
+                chat.append(entry)
+            else:
+                chat.append({"role": m.role, "content": m.content})
+        return chat
+
+    def chat_text(self, tokenizer, messages: list[Message], toolset: Toolset, render_mode: str = "dialect") -> str:
+        """The prompt for the next assistant turn through ``tokenizer``'s chat template.
+
+        The one rendering path of both the hf policy (inference) and the SFT renderer (training),
+        so the two cannot drift. ``render_mode``: ``dialect`` puts this dialect's tool block in the
+        system message; ``template`` passes the tools to a chat template that renders them itself
+        (``apply_chat_template(..., tools=...)``, for models trained on their own tool prompt).
+        """
+        if render_mode == "dialect":
+            chat = self.to_chat(messages, toolset)
+            return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        if render_mode != "template":
+            raise ValueError(f"unknown render mode {render_mode!r}; use one of {', '.join(RENDER_MODES)}")
+        if not template_supports_tools(getattr(tokenizer, "chat_template", None)):
+            raise ValueError(
+                f"the chat template of {getattr(tokenizer, 'name_or_path', 'this tokenizer') or 'this tokenizer'} "
+                "does not take tools; use render_mode='dialect' (the dialect's own tool prompt)")
+        return tokenizer.apply_chat_template(self.template_chat(messages), tools=toolset.openai(),
+                                             tokenize=False, add_generation_prompt=True)

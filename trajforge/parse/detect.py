@@ -2,6 +2,7 @@
 
 Markers are checked before names: a chat template (or an output) that contains a family's call
 tokens settles the question even when the model was renamed or fine-tuned under another name.
+Nothing here imports torch or transformers: callers pass the template string.
 """
 
 from __future__ import annotations
@@ -23,40 +24,59 @@ _TEMPLATE_MARKERS: tuple[tuple[str, str], ...] = (
     ("Action Input:", "react"),
 )
 
-# (name substring, dialect) on the lower-cased name, first match wins: qwen3 before qwen2.
-_NAMES: tuple[tuple[str, str], ...] = (
-    ("qwen3", "qwen3_xml"),
-    ("qwen2", "hermes"),
-    ("hermes", "hermes"),
-    ("smollm", "hermes"),
-    ("llama-3", "llama3_json"),
-    ("llama3", "llama3_json"),
-    ("llama_3", "llama3_json"),
-    ("mistral", "mistral"),
-    ("mixtral", "mistral"),
-    ("magistral", "mistral"),
-    ("devstral", "mistral"),
-    ("deepseek", "deepseek"),
-)
+# (name pattern, dialect) searched in the lower-cased name, first match wins. Qwen3-Coder and the
+# Qwen3.5/3.6 generation write the XML format (vLLM's ``qwen3_coder`` parser); every other Qwen
+# (Qwen2.5, Qwen3-8B, Qwen3-*-2507, QwQ) writes Hermes-style JSON in <tool_call> (vLLM's
+# ``hermes`` parser; the Qwen docs recommend Hermes-style tool use for Qwen3). DeepSeek's own
+# template comes before "qwen" so a DeepSeek-R1-Distill-Qwen model gets its DeepSeek format.
+_NAMES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), d) for p, d in (
+    (r"qwen3[-_]?coder|qwen3[._][5-9]", "qwen3_xml"),
+    (r"deepseek", "deepseek"),
+    (r"qwen|qwq|hermes|smollm", "hermes"),
+    (r"llama[-_]?[34]", "llama3_json"),  # vLLM reads Llama 4 with the same JSON parser (llama4_json)
+    (r"mistral|mixtral|magistral|devstral|ministral|codestral", "mistral"),
+))
 
 _LLAMA_CALL = re.compile(r"\{\s*\"name\"\s*:\s*\"[^\"]+\"\s*,\s*\"(?:parameters|arguments)\"")
 _PY_CALL = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\([^)]*\)")
+# The JSON of an API response, choice, message or tool_calls list (the openai dialect's text form).
+_OPENAI = re.compile(r'\s*(?:\{\s*"(?:id|object|created|model|choices|index|message|role|content|tool_calls|'
+                     r'finish_reason)"\s*:|\[\s*\{\s*"(?:id|type|index|function)"\s*:)')
 
 
-def dialect_name_for_model(name_or_template: str) -> str:
-    """Dialect name for a model name or a chat template string; ``hermes`` when nothing matches."""
+def template_supports_tools(chat_template: str | None) -> bool:
+    """True when a chat template renders a ``tools`` argument (it mentions ``tools`` at all)."""
+    return bool(chat_template) and "tools" in chat_template
+
+
+def _marked(text: str) -> str | None:
     for marker, dialect in _TEMPLATE_MARKERS:
-        if marker in name_or_template:
+        if marker in text:
             return dialect
-    lowered = name_or_template.lower()
-    for needle, dialect in _NAMES:
-        if needle in lowered:
+    return None
+
+
+def dialect_name_for_model(name_or_path: str, chat_template: str | None = None) -> str:
+    """Dialect name for a model; ``hermes`` when nothing matches.
+
+    The chat template decides when given and it shows a family's call markers (a fine-tune keeps
+    its base model's template under any name); then the name (which may itself be a template, as
+    older callers pass one); ``hermes`` otherwise, which is also what the embedded SmolLM2 uses.
+    """
+    found = (_marked(chat_template) if chat_template else None) or _marked(name_or_path)
+    if found:
+        return found
+    lowered = name_or_path.lower()
+    for pattern, dialect in _NAMES:
+        if pattern.search(lowered):
             return dialect
     return "hermes"
 
 
 def guess_dialect_name(text: str) -> str:
     """Dialect name whose call markers appear in a model output; ``hermes`` when none do."""
+    if _OPENAI.match(text):
+        return "openai"
     for marker, dialect in _TEMPLATE_MARKERS:
         if marker in text and marker not in ("[AVAILABLE_TOOLS]", "[func_name1(", "<|start_header_id|>"):
             return dialect

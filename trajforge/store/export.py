@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from trajforge.parse import get_dialect
-from trajforge.parse.native import parse_tool_calls
+from trajforge.parse.openai import parse_tool_calls
 from trajforge.schema import Message, Step, ToolCall, Toolset, Trajectory
 
 FEEDBACK_NAME = "error"

@@ -1,0 +1,399 @@
+"""OpenAI dialect: structured ``tool_calls`` in chat-completion responses, arguments as JSON strings.
+
+Tools travel in the request's ``tools`` list, not in the system prompt; an assistant turn is a
+message with ``tool_calls`` (``{"id", "type": "function", "function": {"name", "arguments"}}``,
+``arguments`` a JSON *string*); each tool result is its own ``role: tool`` message carrying the
+``tool_call_id`` it answers. This is what OpenAI, vLLM/SGLang with a tool parser, the DeepSeek API
+and ``trajforge serve`` speak, so ``OpenAIPolicy`` and the harness read native calls here.
+
+The dialect's text form is the JSON of a response, a choice, an assistant message or a bare
+``tool_calls`` list (``trajforge parse --dialect openai`` reads any of them). Parsing is as tolerant
+and as strict as the text dialects': an ``arguments`` string that is damaged JSON is repaired with
+json-repair and recorded; one that stops before its closing brace — or a response whose JSON is cut
+off inside a call, or ``finish_reason: "length"`` with an unfinished call — is ``truncated`` and
+never completed by guessing; unknown tools and bad arguments are the usual typed errors.
+
+Streaming: ``DeltaAccumulator`` assembles ``chat.completion.chunk`` deltas (content pieces, and
+``tool_calls`` fragments keyed by ``index`` whose ``arguments`` arrive piece by piece) into the
+message, which is then parsed exactly like a non-streamed one.
+
+    dialect = get_dialect("openai")
+    result = dialect.parse(response_json_text, toolset)          # or dialect.parse_message(msg, toolset)
+    acc = DeltaAccumulator(); [acc.feed(chunk) for chunk in stream]; result = acc.finish(toolset)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import json_repair
+
+from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.scan import load_json, match_close, read_json_at
+from trajforge.parse.validate import validate_call
+from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
+
+SHAPE = '{"role": "assistant", "content": ..., "tool_calls": [{"id": ..., "type": "function", ' \
+        '"function": {"name": ..., "arguments": "<JSON object as a string>"}}]}'
+_TOOL_CALLS_OPEN = re.compile(r'"tool_calls"\s*:\s*$')
+_MESSAGE_KEYS = {"role", "content", "tool_calls", "function_call"}
+_UNCLOSED = Repair(kind="unclosed_json", detail="response JSON cut off after its complete calls")
+
+
+def _error(kind: str, message: str, tool: str | None = None) -> CallError:
+    return CallError(kind=kind, message=message, tool=tool)
+
+
+def _truncated(why: str = "The tool call was cut off before it was complete.") -> CallError:
+    return _error("truncated", why)
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a content-parts list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content
+                       if isinstance(p, dict) and isinstance(p.get("text", ""), str))
+    return ""
+
+
+def _arguments(raw: Any, last_cut: bool, repairs: list[Repair]) -> tuple[Any, CallError | None]:
+    """Decode one call's ``arguments`` field; (value, None) or (None, a truncated/malformed error).
+
+    ``last_cut``: this is the last call of a response that stopped on its length limit, so an
+    arguments string that is not complete JSON was cut off, not merely damaged.
+    """
+    if not isinstance(raw, str):
+        return raw, None  # an object (some servers decode it for us), or None / a wrong type for validation
+    body = raw.strip()
+    if not body:
+        return (None, _truncated()) if last_cut else ({}, None)
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        return None, _error("malformed", "Tool call arguments are nested too deeply.")
+    except json.JSONDecodeError:
+        brace = body.find("{")
+        unclosed = brace == -1 or match_close(body, brace, '"') is None
+        if unclosed and (last_cut or brace != -1):
+            return None, _truncated()  # the string stops inside the object: never guess the rest
+        value = load_json(body, repairs)
+        if value is None:
+            return None, _error("malformed", f"Tool call arguments are not a JSON object. Use {SHAPE}.")
+    if isinstance(value, str):  # double-encoded: a JSON string holding the JSON object
+        value = load_json(value, [])
+        repairs.append(Repair(kind="double_encoded", detail="arguments JSON-encoded twice"))
+    return value, None
+
+
+def parse_tool_calls(tool_calls: Any, content: Any, toolset: Toolset,
+                     finish_reason: str | None = None) -> ParseResult:
+    """Validate ``[{"id", "type", "function": {"name", "arguments": "<json string>"}}]`` calls.
+
+    ``finish_reason == "length"`` marks the response as cut by the token limit: its last call is
+    accepted only when its arguments are complete JSON, and a response with no call is
+    ``truncated`` rather than ``no_call``.
+    """
+    result = ParseResult(text=_content_text(content).strip())
+    cut = finish_reason == "length"
+    if isinstance(tool_calls, dict):
+        tool_calls = [tool_calls]
+    if not isinstance(tool_calls, list) or not tool_calls:
+        if tool_calls not in (None, []):
+            result.errors.append(_error("malformed", f"tool_calls must be a list. Use {SHAPE}."))
+        elif cut:
+            result.errors.append(_truncated("The response was cut off (finish_reason=length) before a "
+                                            "tool call was complete."))
+        else:
+            result.errors.append(_error("no_call", "No tool call found. Call one of the tools."))
+        return result
+    for k, tc in enumerate(tool_calls):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict):
+            result.errors.append(_error("malformed", f"Each tool call needs a function object. Use {SHAPE}."))
+            continue
+        _read_call(tc, fn, cut and k == len(tool_calls) - 1, toolset, result)
+    return result
+
+
+def _read_call(tc: dict, fn: dict, last_cut: bool, toolset: Toolset, result: ParseResult) -> None:
+    """Validate one ``tool_calls`` entry; append the call (with its id and repairs) or its error."""
+    name = fn.get("name")
+    repairs: list[Repair] = []
+    args, error = _arguments(fn.get("arguments"), last_cut, repairs)
+    if error is None:
+        call, error, arg_repairs = validate_call(name, args, toolset)
+        if error is None:
+            call_id = tc.get("id")
+            result.calls.append(call.model_copy(update={"id": call_id}) if isinstance(call_id, str) else call)
+            result.repairs.extend(repairs + arg_repairs)
+            return
+    if error.tool is None and isinstance(name, str) and name:
+        error = error.model_copy(update={"tool": name})
+    result.errors.append(error)
+
+
+def _unwrap(obj: Any) -> tuple[dict | None, str | None]:
+    """(assistant message, finish_reason) from a response, a choice, a message, one call or a
+    ``tool_calls`` list; (None, None) for anything else."""
+    finish = None
+    if isinstance(obj, dict) and isinstance(obj.get("choices"), list):
+        choices = obj["choices"]
+        obj = choices[0] if choices else None
+    if isinstance(obj, dict) and isinstance(obj.get("message"), dict):
+        finish = obj.get("finish_reason")
+        obj = obj["message"]
+    if isinstance(obj, list):
+        return {"tool_calls": obj}, None
+    if not isinstance(obj, dict):
+        return None, None
+    if "function" in obj and not obj.keys() & _MESSAGE_KEYS:
+        return {"tool_calls": [obj]}, None
+    if not obj.keys() & _MESSAGE_KEYS:
+        return None, None
+    if not obj.get("tool_calls") and isinstance(obj.get("function_call"), dict):  # the legacy field
+        obj = {**obj, "tool_calls": [{"function": obj["function_call"]}]}
+    return obj, finish if isinstance(finish, str) else None
+
+
+def _open_brackets(text: str, start: int) -> tuple[list[int], bool]:
+    """Positions of the JSON brackets still open at the end of ``text``, and whether it ends inside
+    a string."""
+    stack: list[int] = []
+    in_str = esc = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append(i)
+        elif ch in "}]" and stack:
+            stack.pop()
+    return stack, in_str
+
+
+class OpenAIDialect(Dialect):
+    name = "openai"
+    tool_role = "tool"
+
+    # -- rendering: the request's messages and tools ---------------------------------------------
+
+    def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
+        """Only the instructions: the tools go in the request's ``tools`` list (``tools()``)."""
+        return instructions.strip()
+
+    def tools(self, toolset: Toolset) -> list[dict[str, Any]]:
+        """The request's ``tools`` field."""
+        return toolset.openai()
+
+    def render_message(self, content: str, calls: list[ToolCall], ids: list[str | None] | None = None) -> dict:
+        """One assistant message; a call's id is its own, else ``ids[k]``, else left out."""
+        message: dict[str, Any] = {"role": "assistant", "content": content.strip() or None}
+        if calls:
+            message["tool_calls"] = []
+            for k, c in enumerate(calls):
+                entry: dict[str, Any] = {}
+                call_id = c.id or (ids[k] if ids else None)
+                if call_id:
+                    entry["id"] = call_id
+                entry["type"] = "function"
+                entry["function"] = {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}
+                message["tool_calls"].append(entry)
+        return message
+
+    def render_assistant(self, content: str, calls: list[ToolCall]) -> str:
+        return json.dumps(self.render_message(content, calls), ensure_ascii=False)
+
+    def render_tool_results(self, results: list[Message]) -> str:
+        return json.dumps([{"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+                           for m in results], ensure_ascii=False)
+
+    def to_chat(self, messages: list[Message], toolset: Toolset) -> list[dict[str, Any]]:
+        """OpenAI chat messages: assistant turns with ``tool_calls`` (ids ``call_<i>_<k>`` made up
+        where the harness had none), one ``tool`` message per result with the id it answers.
+        Feedback on a call that was never made (a parse error) has no id to answer and goes back
+        as a user message."""
+        out: list[dict[str, Any]] = []
+        for i, m in enumerate(messages):
+            if m.role == "assistant":
+                ids = [f"call_{i}_{k}" for k in range(len(m.tool_calls))]
+                out.append(self.render_message(m.content, m.tool_calls, ids) if m.tool_calls
+                           else {"role": "assistant", "content": m.content})
+            elif m.role == "tool":
+                call_id = m.tool_call_id or _answered_id(messages, i)
+                if call_id is None:
+                    out.append({"role": "user", "content": m.content})
+                else:
+                    out.append({"role": "tool", "content": m.content, "tool_call_id": call_id})
+            else:
+                out.append({"role": m.role, "content": m.content})
+        return out
+
+    def chat_text(self, tokenizer, messages: list[Message], toolset: Toolset, render_mode: str = "dialect") -> str:
+        raise ValueError("the openai dialect is structured messages for an OpenAI-compatible server; a local "
+                         "tokenizer needs a text dialect (Dialect.for_model(model, chat_template) picks one)")
+
+    # -- parsing --------------------------------------------------------------------------------
+
+    def parse_message(self, message: dict, toolset: Toolset, finish_reason: str | None = None) -> ParseResult:
+        """Parse one assistant message as an API returns it."""
+        return parse_tool_calls(message.get("tool_calls"), message.get("content"), toolset, finish_reason)
+
+    def parse_response(self, obj: Any, toolset: Toolset) -> ParseResult:
+        """Parse a decoded response, choice, message, call or ``tool_calls`` list."""
+        message, finish = _unwrap(obj)
+        if message is None:
+            return ParseResult(errors=[_error("malformed", f"Not an OpenAI chat message. Use {SHAPE}.")])
+        return self.parse_message(message, toolset, finish)
+
+    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+        """Parse the JSON text of a response, choice, message or ``tool_calls`` list. Text that is
+        not JSON at all is plain assistant content (``no_call``)."""
+        body = text.strip()
+        if not body.startswith(("{", "[")):
+            return ParseResult(text=body, errors=[_error("no_call", "No tool call found. Call one of the tools.")])
+        try:
+            return self.parse_response(json.loads(body), toolset)
+        except (json.JSONDecodeError, RecursionError):
+            pass
+        repairs: list[Repair] = []
+        span = read_json_at(body, 0, repairs)
+        if span.truncated:
+            return self._parse_cut(body, toolset)
+        if span.value is None:
+            return ParseResult(errors=[_error("malformed", f"The response is not readable JSON. Use {SHAPE}.")])
+        if body[span.end:].strip():
+            repairs.append(Repair(kind="extra_data", detail=body[span.end:span.end + 80]))
+        return _with_repairs(self.parse_response(span.value, toolset), repairs)
+
+    def _parse_cut(self, body: str, toolset: Toolset) -> ParseResult:
+        """A response whose JSON stops before its end: the calls written out before the cut are
+        read, the one the cut falls in is ``truncated``, nothing is completed by guessing."""
+        stack, in_str = _open_brackets(body, 0)
+        envelope = _repaired(body)
+        message, _ = _unwrap(envelope)
+        content = message.get("content") if message else None
+        for depth, pos in enumerate(stack):
+            if body[pos] == "[" and _TOOL_CALLS_OPEN.search(body, 0, pos):
+                calls, cut_inside = self._calls_before_cut(body, pos)
+                result = parse_tool_calls(calls, content, toolset)
+                if not calls:
+                    result.errors.clear()
+                if cut_inside or depth < len(stack) - 1 or in_str or not calls:
+                    result.errors.append(_truncated())
+                    return result
+                return _with_repairs(result, [_UNCLOSED])
+        # The cut is outside any tool_calls list: before it began, or after it closed.
+        result = self.parse_response(envelope, toolset) if message else ParseResult(text="")
+        if result.calls:
+            return _with_repairs(result, [_UNCLOSED])
+        return ParseResult(text=result.text, errors=[_truncated(
+            "The response was cut off before a tool call was complete.")])
+
+    @staticmethod
+    def _calls_before_cut(body: str, open_at: int) -> tuple[list, bool]:
+        """The complete elements of the ``tool_calls`` list opening at ``open_at``; True when the
+        text ends inside an element."""
+        calls: list = []
+        i = open_at + 1
+        while True:
+            while i < len(body) and body[i] in " \t\r\n,":
+                i += 1
+            if i >= len(body):
+                return calls, False
+            repairs: list[Repair] = []
+            span = read_json_at(body, i, repairs) if body[i] in "{[" else None
+            if span is None or span.truncated:
+                return calls, True
+            calls.append(span.value)
+            i = span.end
+
+
+def _repaired(body: str) -> Any:
+    try:
+        return json_repair.loads(body)
+    except (RecursionError, ValueError, TypeError):
+        return None
+
+
+def _with_repairs(result: ParseResult, repairs: list[Repair]) -> ParseResult:
+    """Envelope repairs belong to every call read through the envelope; none when none was."""
+    if repairs and result.calls:
+        result.repairs[:0] = repairs
+    return result
+
+
+def _answered_id(messages: list[Message], i: int) -> str | None:
+    """Id of the call a tool message answers (the k-th tool message after an assistant turn
+    answers its k-th call); None when there is no such call."""
+    k, j = 0, i - 1
+    while j >= 0 and messages[j].role == "tool":
+        k, j = k + 1, j - 1
+    calls = messages[j].tool_calls if j >= 0 else []
+    if k >= len(calls):
+        return None
+    return calls[k].id or f"call_{j}_{k}"
+
+
+class DeltaAccumulator:
+    """Assembles a streamed chat completion into the message a non-streamed call would return.
+
+    Feed it each ``chat.completion.chunk`` (or just its ``choices[0].delta``). Content pieces are
+    concatenated; a ``tool_calls`` delta is merged into the call with the same ``index`` — its
+    ``id``, ``function.name`` and ``function.arguments`` strings appended, as OpenAI's own client
+    accumulates them — so any split of the arguments into fragments gives the same calls.
+    """
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        """The stream's ``finish_reason`` once a chunk carried one (``length``: cut by the limit)."""
+
+    def feed(self, chunk: dict) -> None:
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            if not choices:  # a usage-only chunk
+                return
+            choice = choices[0]
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+        else:
+            delta = chunk
+        if isinstance(delta.get("content"), str):
+            self._content.append(delta["content"])
+        for k, part in enumerate(delta.get("tool_calls") or []):
+            if not isinstance(part, dict):
+                continue
+            index = part.get("index", k)
+            slot = self._calls.setdefault(index, {"type": "function", "function": {"name": "", "arguments": ""}})
+            if isinstance(part.get("id"), str):
+                slot["id"] = slot.get("id", "") + part["id"]
+            fn = part.get("function") or {}
+            for key in ("name", "arguments"):
+                if isinstance(fn.get(key), str):
+                    slot["function"][key] += fn[key]
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The assembled assistant message so far."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        return message
+
+    def finish(self, toolset: Toolset) -> ParseResult:
+        """Parse the assembled message, exactly as ``OpenAIDialect.parse_message`` would."""
+        return parse_tool_calls(self.message.get("tool_calls"), self.message["content"], toolset,
+                                self.finish_reason)
