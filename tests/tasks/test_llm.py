@@ -12,7 +12,15 @@ from trajforge.envs.sqldb import ensure_db
 from trajforge.harness import run_episodes
 from trajforge.policies import make_policy
 from trajforge.tasks import synthesize
-from trajforge.tasks.llm import LLMConfig, LLMUnavailable, parse_proposal, synthesize_llm
+from trajforge.tasks.dedup import Deduper
+from trajforge.tasks.llm import (
+    LLMConfig,
+    LLMUnavailable,
+    Proposal,
+    build_candidate,
+    parse_proposal,
+    synthesize_llm,
+)
 from trajforge.tasks.verify import PlanRejected
 
 
@@ -195,3 +203,13 @@ def test_parse_proposal_accepts_string_arguments():
     prompt, steps, _ = parse_proposal(json.dumps({"prompt": " P ", "plan": [
         {"name": "run_sql", "arguments": json.dumps({"query": "SELECT 1"})}]}))
     assert prompt == "P" and steps == [{"name": "run_sql", "arguments": {"query": "SELECT 1"}}]
+
+
+def test_an_environment_crash_rejects_only_that_candidate(tmp_path):
+    garbage = tmp_path / "not-a-db.sqlite"
+    garbage.write_bytes(b"this is not sqlite" * 100)
+    where = Proposal(env="sql", tier="easy", db=str(garbage))
+    text = proposal("How many products are in the Sports category?", q(SPORTS), submit(8))
+    with pytest.raises(PlanRejected) as exc:
+        build_candidate(text, where, Deduper())
+    assert exc.value.reason == "env_fault" and "DatabaseError" in exc.value.detail

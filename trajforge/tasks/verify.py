@@ -10,7 +10,10 @@ The contract every synthesized task meets (LLM proposals, bring-your-own questio
    from whoever proposed the plan;
 5. replayed in another fresh environment against that expected value, ``verify()`` accepts.
 
-Failures raise ``PlanRejected(reason, detail)``; the reason is the counter a report shows.
+Failures raise ``PlanRejected(reason, detail)``; the reason is the counter a report shows. An
+environment that crashes while a candidate is checked (in ``reset``, ``expected_outcome`` or
+``verify``, e.g. because it cannot take the expected value it produced) rejects that candidate as
+``env_fault`` instead of ending the whole synthesis run: the same rule the harness applies.
 """
 
 from __future__ import annotations
@@ -65,6 +68,16 @@ def check_calls(env: str, plan: Sequence[Any]) -> tuple[ToolCall, ...]:
 
 def run_plan(task: Task, calls: Sequence[ToolCall]) -> PlanRun:
     """Execute ``calls`` for ``task`` in a fresh environment; read the expected value off it."""
+    try:
+        return _run_plan(task, calls)
+    except PlanRejected:
+        raise
+    except Exception as e:  # noqa: BLE001 - an environment crash rejects this candidate only
+        raise PlanRejected("env_fault", f"the environment crashed running the plan: "
+                           f"{type(e).__name__}: {e}") from None
+
+
+def _run_plan(task: Task, calls: Sequence[ToolCall]) -> PlanRun:
     env = make_env(task.env, seed=task.seed)
     try:
         env.reset(task)
@@ -87,6 +100,14 @@ def run_plan(task: Task, calls: Sequence[ToolCall]) -> PlanRun:
 
 def replay_accepts(task: Task) -> tuple[bool, str]:
     """Run ``task.reference`` in a fresh environment; (verify() accepted, its detail)."""
+    try:
+        return _replay(task)
+    except Exception as e:  # noqa: BLE001 - an environment crash rejects this candidate only
+        raise PlanRejected("env_fault", f"the environment crashed replaying the plan against its "
+                           f"expected value: {type(e).__name__}: {e}") from None
+
+
+def _replay(task: Task) -> tuple[bool, str]:
     env = make_env(task.env, seed=task.seed)
     try:
         env.reset(task)
