@@ -5,6 +5,8 @@
     trajforge collect --tasks tasks.jsonl --policy expert --out store/ --split train
     trajforge grade store/
     trajforge train sft --data store/ --model smollm2-135m --out adapter/
+    trajforge train dpo --data samples/ --init-adapter adapter/ --out dpo/
+    trajforge train grpo --tasks tasks.jsonl --init-adapter adapter/ --out grpo/ --guided
     trajforge eval --tasks tasks.jsonl --policy hf:smollm2-135m --policy hf:smollm2-135m@adapter/ --split heldout --json out.json
     trajforge parse --dialect auto --tools tools.json < output.txt
     trajforge demo
@@ -20,16 +22,20 @@ import typer
 from rich.console import Console
 
 from trajforge.cli import demo as demo_cmd
+from trajforge.cli import collect_cmd
 from trajforge.cli import parse_cmd
+from trajforge.cli import train_cmd
 from trajforge.cli import export_cmd
 from trajforge.cli import query_cmd
 from trajforge.cli import synth_cmd
+from trajforge.cli import serve_cmd
+from trajforge.cli import report_cmd
+from trajforge.cli import view_cmd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
 models_app = typer.Typer(no_args_is_help=True, help="Manage local models.")
-train_app = typer.Typer(no_args_is_help=True, help="Training recipes.")
 app.add_typer(models_app, name="models")
-app.add_typer(train_app, name="train")
+app.add_typer(train_cmd.app, name="train")
 console = Console()
 
 
@@ -71,23 +77,6 @@ def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0):
 
 
 @app.command()
-def collect(tasks: Path = typer.Option(...), policy: str = typer.Option(...), out: Path = typer.Option(...),
-            split: Optional[str] = None, samples: int = 1, name: Optional[str] = None,
-            temperature: float = 0.0, max_turns: int = 8) -> None:
-    """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
-    from trajforge.eval.run import collect as run_collect
-    from trajforge.harness import HarnessConfig
-
-    pool = _load_tasks(tasks, split)
-    pol = _policy(policy, name, temperature)
-    new = run_collect(pool, pol, out, samples=samples, harness=HarnessConfig(max_turns=max_turns))
-    tiers: dict[str, int] = {}
-    for t in new:
-        tiers[t.outcome.tier] = tiers.get(t.outcome.tier, 0) + 1
-    console.print(f"collected {len(new)} new episodes into {out}: {tiers}")
-
-
-@app.command()
 def grade(store: Path = typer.Argument(...)) -> None:
     """(Re)grade every trajectory in a store in place and print the outcome counts."""
     from trajforge.grade import graded
@@ -103,24 +92,6 @@ def grade(store: Path = typer.Argument(...)) -> None:
         key = t.outcome.tier + (f"({t.outcome.fail_reason})" if t.outcome.fail_reason else "")
         counts[key] = counts.get(key, 0) + 1
     console.print(json.dumps(dict(sorted(counts.items())), indent=1))
-
-
-@train_app.command("sft")
-def train_sft(data: Path = typer.Option(...), model: str = typer.Option("smollm2-135m"),
-              out: Path = typer.Option(...), epochs: float = 2.0, lr: float = 2e-4, r: int = 32,
-              batch_size: int = 8, max_steps: int = -1, seed: int = 0) -> None:
-    """LoRA SFT on a store's successful trajectories (loss on assistant tokens only)."""
-    from trajforge.store import TrajectoryStore
-    from trajforge.train.sft import SFTConfig, train_sft as run
-
-    trajs = TrajectoryStore(data).read()
-    cfg = SFTConfig(epochs=epochs, lr=lr, r=r, alpha=2 * r, batch_size=batch_size, max_steps=max_steps, seed=seed)
-    try:
-        res = run(trajs, model, out, cfg)
-    except ValueError as e:
-        _fail(str(e))
-    console.print(f"adapter saved to {res.adapter_dir}: {res.samples} samples, {res.steps} steps, "
-                  f"{res.tokens} tokens in {res.seconds:.0f}s, final loss {res.losses[-1]:.3f}")
 
 
 @app.command("eval")
@@ -146,11 +117,15 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
 
 
 app.command("synth")(synth_cmd.synth)
+app.command("collect")(collect_cmd.collect)
 app.command("demo")(demo_cmd.demo)
 app.command("parse")(parse_cmd.parse)
 app.command("query")(query_cmd.query)
 app.command("export")(export_cmd.export)
 app.command("import-openai")(export_cmd.import_openai)
+app.command("serve")(serve_cmd.serve)
+app.command("report")(report_cmd.report)
+app.command("view")(view_cmd.view)
 
 if __name__ == "__main__":
     app()
