@@ -47,3 +47,25 @@ def build_tiny_model(path: Path, seed: int = 0) -> Path:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def build_tiny_adapter(base, out, seed: int, dialect: str = "hermes"):
+    """A LoRA adapter with random (not zero) weights, so it changes what the model says, plus the
+    trajforge meta SFT would write."""
+    import json
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from trajforge.envs import env_class
+
+    torch.manual_seed(seed)
+    net = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    lora = LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "o_proj"],
+                      init_lora_weights=False)
+    get_peft_model(net, lora).save_pretrained(out)
+    meta = {"toolset_fingerprint": env_class("sql").toolset().fingerprint, "env": "sql",
+            "dialect": dialect, "base_model": str(base)}
+    (out / "trajforge_adapter.json").write_text(json.dumps(meta))
+    return out

@@ -61,7 +61,8 @@ def _answered_id(messages: list[Message], i: int) -> str | None:
 class OpenAIPolicy:
     def __init__(self, base_url: str, model: str, name: str | None = None, dialect: Dialect | None = None,
                  native_tools: bool = True, temperature: float = 0.0, max_tokens: int = 512,
-                 timeout_s: float = 120.0, batch_size: int = 16, api_key_env: str = "OPENAI_API_KEY"):
+                 timeout_s: float = 120.0, batch_size: int = 16, api_key_env: str = "OPENAI_API_KEY",
+                 token_ids: bool = False):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = name or f"openai:{base_url}#{model}"
@@ -70,6 +71,9 @@ class OpenAIPolicy:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.batch_size = batch_size
+        self.token_ids = token_ids
+        """Ask for prompt/completion token ids and log-probs (vLLM's ``return_token_ids`` and
+        ``logprobs``); servers that ignore the fields just return none."""
         key = os.environ.get(api_key_env, "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(timeout=timeout_s, headers=headers)
@@ -85,6 +89,8 @@ class OpenAIPolicy:
             body["tools"] = req.toolset.openai()
         else:
             body["messages"] = self.dialect.to_chat(req.messages, req.toolset)
+        if self.token_ids:
+            body.update(logprobs=True, return_token_ids=True)
         return body
 
     def _one(self, req: TurnRequest) -> Generation:
@@ -93,11 +99,13 @@ class OpenAIPolicy:
         return self._generation(resp.json())
 
     def _generation(self, data: dict) -> Generation:
-        msg = data["choices"][0]["message"]
+        choice = data["choices"][0]
+        msg = choice["message"]
         text = msg.get("content") or ""
+        tokens = _token_fields(data, choice)
         if self.native_tools:
-            return Generation(text=text, native_calls=msg.get("tool_calls") or [])
-        return Generation(text=text)
+            return Generation(text=text, native_calls=msg.get("tool_calls") or [], **tokens)
+        return Generation(text=text, **tokens)
 
     def _async_client(self) -> httpx.AsyncClient:
         """One client per event loop (a client is bound to the loop that opened its connections);
@@ -146,6 +154,18 @@ class OpenAIPolicy:
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         with ThreadPoolExecutor(max_workers=min(8, len(requests))) as pool:
             return list(pool.map(self._one, requests))
+
+
+def _token_fields(data: dict, choice: dict) -> dict:
+    """Token ids and log-probs in vLLM's response shape, None where the server sent none.
+
+    vLLM with ``return_token_ids`` puts ``prompt_token_ids`` at the top level and ``token_ids`` in
+    the choice; ``logprobs`` adds ``choice.logprobs.content[i].logprob``, one per sampled token
+    (``trajforge serve`` answers the same way)."""
+    content = (choice.get("logprobs") or {}).get("content")
+    return {"prompt_ids": data.get("prompt_token_ids") or None,
+            "completion_ids": choice.get("token_ids") or None,
+            "completion_logprobs": [float(e["logprob"]) for e in content] if content else None}
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

@@ -1,0 +1,87 @@
+"""Which names a server answers to, and which dialect each one speaks.
+
+An adapter trained by ``trajforge train sft`` records its dialect in ``trajforge_adapter.json``;
+serving it with another dialect would render tools in a format it never saw, so a ``--dialect``
+that disagrees with an adapter's recorded one is refused. Adapters without that file (peft folders
+from elsewhere) and the base model use ``--dialect``, else the embedded model's, else hermes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from trajforge.parse import get_dialect
+from trajforge.policies.hf import ADAPTER_META, read_adapter_meta
+from trajforge.policies.models import EMBEDDED
+from trajforge.serve.service import ServedModel
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+
+
+class ServeConfigError(ValueError):
+    """The adapters or options given to ``trajforge serve`` cannot be served together."""
+
+
+def parse_adapter_specs(specs: list[str]) -> dict[str, str]:
+    """``["NAME=DIR", ...]`` → ``{NAME: DIR}``, refusing malformed and duplicate names."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ServeConfigError(f"--adapter {spec!r}: expected NAME=DIR")
+        if not _NAME.match(name):
+            raise ServeConfigError(f"--adapter {spec!r}: name {name!r} must start with a letter or digit "
+                                   "and hold only letters, digits and . _ : / -")
+        if name in out:
+            raise ServeConfigError(f"--adapter name {name!r} is given twice")
+        out[name] = path
+    return out
+
+
+def check_adapter_dir(name: str, path: str | Path) -> Path:
+    folder = Path(path)
+    if not (folder / "adapter_config.json").is_file():
+        raise ServeConfigError(f"adapter {name!r}: {folder} has no adapter_config.json "
+                               "(not a peft LoRA adapter folder)")
+    return folder
+
+
+def adapter_dialect(path: str | Path) -> str | None:
+    """The dialect an adapter was trained with, from its trajforge meta (None without one)."""
+    if not (Path(path) / ADAPTER_META).is_file():
+        return None
+    return read_adapter_meta(path).get("dialect")
+
+
+def adapter_rank(path: str | Path) -> int:
+    """Largest LoRA rank in an adapter's ``adapter_config.json`` (``r`` and any ``rank_pattern``)."""
+    cfg = json.loads((Path(path) / "adapter_config.json").read_text())
+    return max([int(cfg.get("r", 8)), *(int(v) for v in (cfg.get("rank_pattern") or {}).values())])
+
+
+def served_models(model: str, adapters: dict[str, str], dialect: str | None = None) -> dict[str, ServedModel]:
+    """The base model and every adapter under their names, each with its dialect."""
+    if model in adapters:
+        raise ServeConfigError(f"adapter name {model!r} is the base model's name; pick another")
+    default = dialect or EMBEDDED.get(model, {}).get("dialect", "hermes")
+    models = {model: ServedModel(model, None, _dialect(default, "--dialect"), model)}
+    for name, path in adapters.items():
+        check_adapter_dir(name, path)
+        trained = adapter_dialect(path)
+        if dialect and trained and trained != dialect:
+            raise ServeConfigError(f"adapter {name!r} was trained with dialect {trained!r} "
+                                   f"(its {ADAPTER_META}) but --dialect is {dialect!r}")
+        models[name] = ServedModel(name, name, _dialect(trained or default, f"adapter {name!r}"), str(path))
+    return models
+
+
+def _dialect(name: str, where: str):
+    if name == "openai":  # a wire format for API tool_calls, not text a local model writes
+        raise ServeConfigError(f"{where}: dialect 'openai' is what this server answers in; the model "
+                               "itself needs a text dialect (hermes, qwen3_xml, ...)")
+    try:
+        return get_dialect(name)
+    except KeyError as e:
+        raise ServeConfigError(f"{where}: {e.args[0]}") from None

@@ -1,0 +1,272 @@
+"""Chat completions over a token backend: render with the dialect, generate, parse into tool_calls.
+
+The request's ``model`` picks a served model (the base model or one adapter). Its dialect renders the
+request's tools into the prompt exactly as training rendered them (the same ``Dialect.to_chat`` and
+chat template as ``HFPolicy``) and parses the output back: valid calls become OpenAI ``tool_calls``
+with ``finish_reason: tool_calls``, the text around them is the ``content``. When the output had a
+call the parser rejected (bad JSON, unknown tool, invalid arguments), the raw output is returned as
+the content so the client sees what the model wrote.
+
+Streaming: without tools, content streams token by token as it is sampled. With tools, the server
+streams once the completion is parsed: call markup differs per dialect, and streaming it
+as content would hand clients half-written markup; the chunks then carry the same result as the
+non-streamed answer (content, then each call's name and arguments as ``tool_calls`` deltas).
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from typing import Any, Iterator, NamedTuple
+
+from trajforge.parse import Dialect
+from trajforge.schema import Message, Toolset
+from trajforge.serve.backend import Backend, Sampling, Token
+from trajforge.serve.protocol import (ChatRequest, ServeError, chat_messages, chunk, completion_id,
+                                      logprob_entries, now, openai_tool_calls, read_request, usage)
+
+DEFAULT_MAX_TOKENS = 1024
+"""Completion budget when a request names none (bounded also by the model's context)."""
+
+
+class ServedModel(NamedTuple):
+    """One name a client can ask for."""
+
+    name: str
+    adapter: str | None
+    """Adapter name in the backend; None for the base model."""
+    dialect: Dialect
+    """Renders tools and parses calls for this model."""
+    source: str
+    """Where the weights came from (model id or adapter folder)."""
+
+
+class Prepared(NamedTuple):
+    """A validated request, rendered to prompt ids."""
+
+    request: ChatRequest
+    model: ServedModel
+    toolset: Toolset | None
+    """Tools to parse calls against; None when the request has none (or tool_choice is none)."""
+    prompt_ids: list[int]
+    sampling: Sampling
+    stops: tuple[str, ...]
+
+
+class Completion(NamedTuple):
+    """What one generation produced."""
+
+    tokens: list[Token]
+    text: str
+    """Decoded text, end-of-turn token and stop string excluded."""
+    finish: str
+    """stop or length."""
+
+
+class ChatService:
+    def __init__(self, backend: Backend, models: dict[str, ServedModel]):
+        self.backend = backend
+        self.models = models
+        self.tokenizer = backend.tokenizer
+
+    def models_list(self) -> dict[str, Any]:
+        created = now()
+        base = next(m.name for m in self.models.values() if m.adapter is None)
+        return {"object": "list", "data": [
+            {"id": m.name, "object": "model", "created": created, "owned_by": "trajforge",
+             "root": m.source, "parent": None if m.adapter is None else base}
+            for m in self.models.values()]}
+
+    # ---- request → prompt -----------------------------------------------------------------------
+
+    def prepare(self, body: Any) -> Prepared:
+        """Validate and render a request; raises ServeError naming what was wrong."""
+        req = read_request(body)
+        model = self.models.get(req.model)
+        if model is None:
+            raise ServeError(404, f"The model `{req.model}` does not exist; served: {sorted(self.models)}",
+                             param="model", code="model_not_found")
+        toolset = _toolset(req)
+        messages = chat_messages(req.messages)
+        if toolset is not None and messages[0].role != "system":
+            messages.insert(0, Message(role="system"))  # the dialect puts the tools in the system turn
+        prompt = self.tokenizer(_prompt_text(self.tokenizer, model.dialect, messages, toolset),
+                                add_special_tokens=False)["input_ids"]
+        room = self.backend.context - len(prompt)
+        if room < 1:
+            raise ServeError(400, f"the prompt is {len(prompt)} tokens; {req.model} takes at most "
+                             f"{self.backend.context}", param="messages")
+        wanted = req.max_completion_tokens or req.max_tokens or DEFAULT_MAX_TOKENS
+        sampling = Sampling(
+            temperature=1.0 if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p, max_tokens=min(wanted, room),
+            seed=req.seed, top_logprobs=(req.top_logprobs or 0) if req.logprobs else 0)
+        stops = (req.stop,) if isinstance(req.stop, str) else tuple(s for s in req.stop or () if s)
+        return Prepared(req, model, toolset, prompt, sampling, stops)
+
+    # ---- generation -----------------------------------------------------------------------------
+
+    def _tokens(self, prep: Prepared) -> Iterator[Token]:
+        with closing(self.backend.tokens(prep.model.adapter, prep.prompt_ids, prep.sampling)) as it:
+            yield from it
+
+    def _decode(self, tokens: list[Token]) -> str:
+        ids = [t.id for t in tokens if t.id not in self.backend.stop_ids]
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def _generate(self, prep: Prepared) -> Iterator[tuple[Token, str, str | None]]:
+        """(token, text so far, finish reason or None) per sampled token."""
+        tokens: list[Token] = []
+        for tok in self._tokens(prep):
+            tokens.append(tok)
+            text = self._decode(tokens)
+            hit = _first_stop(text, prep.stops)
+            if hit is not None:
+                yield tok, text[:hit], "stop"
+                return
+            if tok.id in self.backend.stop_ids:
+                yield tok, text, "stop"
+                return
+            yield tok, text, "length" if len(tokens) >= prep.sampling.max_tokens else None
+
+    def generate(self, prep: Prepared) -> Completion:
+        tokens, text, finish = [], "", "length"
+        for tok, text, done in self._generate(prep):
+            tokens.append(tok)
+            finish = done or finish
+        return Completion(tokens, text, finish)
+
+    def _message(self, prep: Prepared, text: str) -> tuple[str | None, list[dict[str, Any]]]:
+        """(content, tool_calls) for a finished text."""
+        if prep.toolset is None:
+            return text, []
+        parsed = prep.model.dialect.parse(text, prep.toolset)
+        if any(e.kind != "no_call" for e in parsed.errors):
+            content = text  # a call was attempted and rejected: show the client what was written
+        else:
+            content = parsed.text
+        return content or None, openai_tool_calls(parsed.calls)
+
+    def _token_extras(self, prep: Prepared, tokens: list[Token]) -> dict[str, Any]:
+        req = prep.request
+        extra: dict[str, Any] = {}
+        if req.logprobs:
+            extra["logprobs"] = {"content": logprob_entries(
+                self.tokenizer, tokens, bool(req.top_logprobs), bool(req.return_tokens_as_token_ids))}
+        if req.return_token_ids:
+            extra["token_ids"] = [t.id for t in tokens]
+        return extra
+
+    # ---- answers --------------------------------------------------------------------------------
+
+    def complete(self, prep: Prepared) -> dict[str, Any]:
+        """The whole ``chat.completion`` object."""
+        done = self.generate(prep)
+        content, calls = self._message(prep, done.text)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        choice = {"index": 0, "message": message, "logprobs": None,
+                  "finish_reason": "tool_calls" if calls else done.finish,
+                  **self._token_extras(prep, done.tokens)}
+        body = {"id": completion_id(), "object": "chat.completion", "created": now(),
+                "model": prep.model.name, "choices": [choice],
+                "usage": usage(len(prep.prompt_ids), len(done.tokens))}
+        if prep.request.return_token_ids:
+            body["prompt_token_ids"] = prep.prompt_ids
+        return body
+
+    def stream(self, prep: Prepared) -> Iterator[dict[str, Any]]:
+        """``chat.completion.chunk`` objects (the HTTP layer adds ``data:`` and ``[DONE]``)."""
+        cid, created, name = completion_id(), now(), prep.model.name
+        first = chunk(cid, name, created, {"role": "assistant", "content": ""})
+        if prep.request.return_token_ids:
+            first["prompt_token_ids"] = prep.prompt_ids
+        yield first
+        if prep.toolset is None:
+            tokens, finish = yield from self._stream_text(prep, cid, created)
+            calls: list[dict[str, Any]] = []
+        else:
+            tokens, finish, calls = yield from self._stream_parsed(prep, cid, created)
+        yield chunk(cid, name, created, {}, "tool_calls" if calls else finish)
+        opts = prep.request.stream_options or {}
+        if opts.get("include_usage"):
+            yield {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                   "choices": [], "usage": usage(len(prep.prompt_ids), len(tokens))}
+
+    def _stream_text(self, prep: Prepared, cid: str, created: int):
+        tokens: list[Token] = []
+        sent, finish = "", "length"
+        for tok, text, done in self._generate(prep):
+            tokens.append(tok)
+            finish = done or finish
+            ready = text if done else _settled(text, prep.stops)
+            delta, sent = ready[len(sent):], ready
+            yield chunk(cid, prep.model.name, created, {"content": delta}, **self._token_extras(prep, [tok]))
+        return tokens, finish
+
+    def _stream_parsed(self, prep: Prepared, cid: str, created: int):
+        done = self.generate(prep)
+        content, calls = self._message(prep, done.text)
+        yield chunk(cid, prep.model.name, created, {"content": content or ""},
+                    **self._token_extras(prep, done.tokens))
+        for k, call in enumerate(calls):
+            head = {"index": k, "id": call["id"], "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            yield chunk(cid, prep.model.name, created, {"tool_calls": [head]})
+            args = {"index": k, "function": {"arguments": call["function"]["arguments"]}}
+            yield chunk(cid, prep.model.name, created, {"tool_calls": [args]})
+        return done.tokens, done.finish, calls
+
+
+def _toolset(req: ChatRequest) -> Toolset | None:
+    """The tools to render and parse against, after ``tool_choice``."""
+    if not req.tools:
+        return None
+    try:
+        toolset = Toolset.from_openai(req.tools)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ServeError(400, f"tools: {e}", param="tools") from None
+    choice = req.tool_choice
+    if choice in (None, "auto", "required"):  # required is not enforced: no constrained decoding
+        return toolset
+    if choice == "none":
+        return None
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if name is None:
+        raise ServeError(400, "tool_choice must be auto, none, required or "
+                         '{"type": "function", "function": {"name": ...}}', param="tool_choice")
+    spec = toolset.get(name)
+    if spec is None:
+        raise ServeError(400, f"tool_choice names {name!r}, which is not in tools ({toolset.names})",
+                         param="tool_choice")
+    return Toolset(tools=(spec,))
+
+
+def _prompt_text(tokenizer, dialect: Dialect, messages: list[Message], toolset: Toolset | None) -> str:
+    """With tools: ``Dialect.chat_text``, the renderer the hf policy and SFT use. Without: the
+    system turns stay as written (no empty tool block) and the rest is rendered by the dialect."""
+    if toolset is not None:
+        return dialect.chat_text(tokenizer, messages, toolset)
+    lead = 0
+    while lead < len(messages) and messages[lead].role == "system":
+        lead += 1
+    chat = [{"role": "system", "content": m.content} for m in messages[:lead]]
+    chat += dialect.to_chat(messages[lead:], Toolset(tools=()))
+    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+
+def _settled(text: str, stops: tuple[str, ...]) -> str:
+    """The part of a growing text that can be sent: not a half-decoded multi-byte character at the
+    end (decoded as U+FFFD), not a tail that may yet become a stop string."""
+    text = text.rstrip("\ufffd")
+    for stop in stops:
+        for k in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:k]):
+                text = text[: len(text) - k]
+                break
+    return text
+
+
+def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
+    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return min(hits) if hits else None
