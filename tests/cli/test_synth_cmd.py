@@ -82,7 +82,8 @@ def test_llm_tasks_merged_into_a_template_pool(tmp_path):
     rejected = tmp_path / "rejected.jsonl"
     with ScriptedChatServer(script) as srv:
         res = run("--env", "sql", "--llm", srv.url, "--llm-model", "m", "--n", 3,
-                  "--max-requests", 3, "--pool", pool, "--out", out, "--rejected", rejected)
+                  "--max-requests", 3, "--pool", pool, "--out", out, "--rejected", rejected,
+                  "--llm-concurrency", 1)
     assert res.exit_code == 0, res.output
     merged = read_tasks(out)
     assert merged[:20] == base and len(merged) == 21 and merged[20].template == "llm"
@@ -99,7 +100,8 @@ def test_llm_tasks_merged_into_a_template_pool(tmp_path):
 def test_llm_refusal_still_writes_verified_tasks(tmp_path):
     out = tmp_path / "t.jsonl"
     with ScriptedChatServer([sports_proposal(), Status(401, "bad key")]) as srv:
-        res = run("--env", "sql", "--llm", srv.url, "--llm-model", "m", "--n", 5, "--out", out)
+        res = run("--env", "sql", "--llm", srv.url, "--llm-model", "m", "--n", 5, "--out", out,
+                  "--llm-concurrency", 1)
     flat = " ".join(res.output.split())
     assert res.exit_code == 1
     assert "HTTP 401" in flat and "the 1 tasks verified before that were written" in flat

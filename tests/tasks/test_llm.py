@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import time
 
 import pytest
 
@@ -49,7 +51,8 @@ MAX_PRICE = "SELECT MAX(price) FROM products"
 
 
 def cfg(url: str, **kw) -> LLMConfig:
-    return LLMConfig(url=url, model="writer", backoff_s=0.01, **kw)
+    """One request at a time, so the scripted server's replies map to requests in order."""
+    return LLMConfig(url=url, model="writer", backoff_s=0.01, **{"concurrency": 1, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +216,27 @@ def test_an_environment_crash_rejects_only_that_candidate(tmp_path):
     with pytest.raises(PlanRejected) as exc:
         build_candidate(text, where, Deduper())
     assert exc.value.reason == "env_fault" and "DatabaseError" in exc.value.detail
+
+
+def test_concurrent_requests_are_checked_in_request_order():
+    sports = one(SPORTS)
+    good = proposal("How many products are in the Sports category?", q(SPORTS), submit(sports))
+    replies = {0: "junk", 1: good, 2: good, 3: "junk", 4: good}  # by request seed
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def reply(body):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.2)  # let the wave's other requests arrive
+        with lock:
+            in_flight[0] -= 1
+        return replies[body["seed"]]
+
+    with ScriptedChatServer([reply] * 5) as srv:
+        report = synthesize_llm("sql", 3, cfg(srv.url, concurrency=4, max_requests=5))
+    assert peak[0] == 4 and len(srv.requests) == 5
+    assert [(r.source, r.reason) for r in report.rejected] == [
+        ("request 1", "bad_json"), ("request 3", "duplicate"), ("request 4", "bad_json"),
+        ("request 5", "duplicate")]
+    assert len(report.tasks) == 1 and report.dropped["unfilled"] == 2

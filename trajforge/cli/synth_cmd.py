@@ -46,6 +46,7 @@ def synth(
     temperature: float = typer.Option(0.8, help="--llm sampling temperature"),
     max_requests: Optional[int] = typer.Option(None, help="--llm request bound (default 3 x n)"),
     llm_retries: int = typer.Option(3, help="--llm retries of a failed request (backoff 1 s, x2)"),
+    llm_concurrency: int = typer.Option(4, min=1, help="--llm requests in flight at once"),
     similarity: float = typer.Option(0.7, help="near-duplicate threshold (token Jaccard)"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql)"),
     questions: Optional[Path] = typer.Option(None, help='JSONL of {"question", "sql", "split"?}'),
@@ -69,7 +70,8 @@ def synth(
     base = _read_pool(pool) if pool else []
     wanted = tuple(tier) or TIERS
     report, stop = _generate(env, n, seed, base, wanted, split, similarity, db, questions,
-                             llm, llm_model, temperature, max_requests, llm_retries)
+                             llm, llm_model, temperature, max_requests, llm_retries,
+                             llm_concurrency)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
     _keep_tiers(report, wanted)
@@ -133,7 +135,7 @@ def _read_pool(path: Path):
 
 
 def _generate(env, n, seed, base, wanted, split, similarity, db, questions, llm, llm_model,
-              temperature, max_requests, retries) -> tuple[SynthReport, str | None]:
+              temperature, max_requests, retries, concurrency) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if questions:
         from trajforge.tasks.byo_sql import questions_to_tasks
@@ -147,7 +149,8 @@ def _generate(env, n, seed, base, wanted, split, similarity, db, questions, llm,
         if not examples and not db and env in GENERATORS:
             examples = synthesize(env, 30, seed).tasks  # the style to follow, not written out
         cfg = LLMConfig(url=llm, model=llm_model, temperature=temperature, seed=seed,
-                        max_requests=max_requests, similarity=similarity, retries=retries)
+                        max_requests=max_requests, similarity=similarity, retries=retries,
+                        concurrency=concurrency)
         try:
             return synthesize_llm(env, n, cfg, examples=examples, pool=base, tiers=wanted,
                                   split=split, db=str(db.resolve()) if db else None), None

@@ -17,8 +17,9 @@ plan's result writes misleading prompts too. The tier comes from the executed pl
 (``tasks/tiering.py``), not from the LLM's claim.
 
 Every discarded proposal is counted by reason and listed with its request number. Requests are
-bounded (``max_requests``); transient HTTP failures (connection errors, 429, 5xx) are retried with
-exponential backoff. When the server is unreachable or refuses (4xx), synthesis stops with
+bounded (``max_requests``) and go out ``concurrency`` at a time; replies are checked in request
+order, so what is kept does not depend on which reply arrived first. Transient HTTP failures
+(connection errors, 429, 5xx) are retried with exponential backoff. When the server is unreachable or refuses (4xx), synthesis stops with
 ``LLMUnavailable``, whose ``report`` holds every task verified so far.
 """
 
@@ -30,12 +31,13 @@ import os
 import random
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import json_repair
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from trajforge.envs import env_class, make_env
 from trajforge.envs.sql import answers_match
@@ -76,6 +78,8 @@ class LLMConfig(BaseModel):
     """First retry delay; doubles each try (a numeric ``Retry-After`` wins, up to 30 s)."""
     max_failures_in_row: int = 3
     """Requests in a row that fail even after retries before synthesis gives up."""
+    concurrency: int = Field(4, ge=1)
+    """Requests in flight at once (servers such as vLLM batch them)."""
     timeout_s: float = 120.0
     """Per-request HTTP timeout."""
     examples: int = 3
@@ -315,38 +319,54 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
     dropped: Counter[str] = Counter()
     client = ChatClient(cfg)
     failures_in_row = 0
+    i = 0
     try:
-        for i in range(budget):
-            if len(report.tasks) >= n:
-                break
-            tier = tiers[i % len(tiers)]
-            shown = pick_examples(examples, env, tier, cfg.examples, rng)
-            avoid = [t.prompt for t in report.tasks[-15:]]
-            messages = synthesis_messages(env, description, shown, tier, avoid)
-            source = f"request {i + 1}"
-            try:
-                text = client.complete(messages, seed=cfg.seed + i)
-            except ChatFailure as e:
-                _reject(report, dropped, "http_error", e.detail, source, tier)
-                failures_in_row += 1
-                if e.fatal or failures_in_row >= cfg.max_failures_in_row:
-                    _finish(report, dropped, n)
-                    raise LLMUnavailable(f"stopped after {i + 1} requests: {e.detail}",
-                                         report) from None
-                continue
-            failures_in_row = 0
-            where = Proposal(env=env, tier=tier, split=split, seed=seed, db=db)
-            try:
-                task = build_candidate(text, where, dedup, tiers)
-            except PlanRejected as e:
-                _reject(report, dropped, e.reason, e.detail, source, tier)
-                continue
-            dedup.add(task, final)
-            report.tasks.append(task)
+        with ThreadPoolExecutor(max_workers=cfg.concurrency) as threads:
+            while i < budget and len(report.tasks) < n:
+                # A wave of requests goes out together; replies are then checked in request order,
+                # so results don't depend on which reply arrived first.
+                wave = range(i, min(i + cfg.concurrency, budget))
+                i = wave[-1] + 1
+                asks = []
+                for k in wave:
+                    tier = tiers[k % len(tiers)]
+                    shown = pick_examples(examples, env, tier, cfg.examples, rng)
+                    avoid = [t.prompt for t in report.tasks[-15:]]
+                    messages = synthesis_messages(env, description, shown, tier, avoid)
+                    asks.append((k, tier, threads.submit(_ask, client, messages, cfg.seed + k)))
+                for k, tier, future in asks:
+                    reply = future.result()
+                    source = f"request {k + 1}"
+                    if isinstance(reply, ChatFailure):
+                        _reject(report, dropped, "http_error", reply.detail, source, tier)
+                        failures_in_row += 1
+                        if reply.fatal or failures_in_row >= cfg.max_failures_in_row:
+                            _finish(report, dropped, n)
+                            raise LLMUnavailable(f"stopped after {k + 1} requests: "
+                                                 f"{reply.detail}", report)
+                        continue
+                    failures_in_row = 0
+                    if len(report.tasks) >= n:
+                        break  # the wave's extra replies are not needed
+                    where = Proposal(env=env, tier=tier, split=split, seed=seed, db=db)
+                    try:
+                        task = build_candidate(reply, where, dedup, tiers)
+                    except PlanRejected as e:
+                        _reject(report, dropped, e.reason, e.detail, source, tier)
+                        continue
+                    dedup.add(task, final)
+                    report.tasks.append(task)
     finally:
         client.close()
     _finish(report, dropped, n)
     return report
+
+
+def _ask(client: ChatClient, messages: list[dict], seed: int) -> str | ChatFailure:
+    try:
+        return client.complete(messages, seed)
+    except ChatFailure as e:
+        return e
 
 
 def _reject(report: SynthReport, dropped: Counter[str], reason: str, detail: str, source: str,
