@@ -32,6 +32,19 @@ def _last_problem(traj: Trajectory) -> str | None:
     return None
 
 
+def _failed_role(traj: Trajectory, reason: str) -> str | None:
+    """The pipeline role whose turn holds the failure (None without role tags): the turn with the
+    last parse or tool problem when that is the reason, else the last turn (it submitted the wrong
+    answer, or was still going when turns ran out)."""
+    if not any(s.role_name for s in traj.steps):
+        return None
+    if reason not in ("wrong_answer", "max_turns"):
+        for step in reversed(traj.steps):
+            if step.errors or any(not r.ok for r in step.results):
+                return step.role_name
+    return traj.steps[-1].role_name
+
+
 def grade(traj: Trajectory) -> Outcome:
     v = traj.verdict
     milestones = list(v.get("milestones", []))
@@ -52,4 +65,4 @@ def grade(traj: Trajectory) -> Outcome:
         reason = "max_turns"
     else:
         reason = _last_problem(traj) or traj.end or "no_answer"
-    return Outcome(tier="failed", fail_reason=reason, **base)
+    return Outcome(tier="failed", fail_reason=reason, failed_role=_failed_role(traj, reason), **base)
