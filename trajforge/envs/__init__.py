@@ -6,10 +6,18 @@ from trajforge.envs.base import Environment, ToolError, Verdict
 
 
 def env_class(name: str) -> type[Environment]:
-    """The environment class registered under ``name``."""
-    from trajforge.envs.sql import SqlEnv
+    """The environment class registered under ``name``.
 
-    registry: dict[str, type[Environment]] = {SqlEnv.name: SqlEnv}
+    ``mcp:PATH/tools.json`` names a tool-list environment built from that JSON and the sibling
+    ``tools.py`` (``trajforge.envs.mcp``); any other name is a built-in.
+    """
+    from trajforge.envs.mcp import PREFIX, mcp_env_class
+    from trajforge.envs.sql import SqlEnv
+    from trajforge.envs.travel import TravelEnv
+
+    if name.startswith(PREFIX):
+        return mcp_env_class(name[len(PREFIX):], name=name)
+    registry: dict[str, type[Environment]] = {SqlEnv.name: SqlEnv, TravelEnv.name: TravelEnv}
     if name not in registry:
         raise KeyError(f"unknown environment {name!r}; known: {sorted(registry)}")
     return registry[name]

@@ -97,7 +97,7 @@ class Environment:
             return ToolResult(name=call.name, content=f"Error: unknown tool {call.name!r}",
                               ok=False, error="unknown_tool")
         try:
-            out = getattr(self, call.name)(**call.arguments)
+            out = self.call_tool(call.name, call.arguments)
             result = ToolResult(name=call.name, content=str(out))
         except ToolError as e:
             result = ToolResult(name=call.name, content=f"Error: {e}", ok=False, error=e.kind)
@@ -107,6 +107,11 @@ class Environment:
         if call.name == self.final_tool and result.ok:
             self.done = True
         return result.model_copy(update={"elapsed_s": time.perf_counter() - start})
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run tool ``name``: the method of that name. Environments whose tools are not methods
+        (``mcp``: plain functions from a user's module) override this one dispatch point."""
+        return getattr(self, name)(**arguments)
 
     def verify(self) -> Verdict:
         raise NotImplementedError  # abstract: every environment defines its verifier

@@ -28,6 +28,9 @@ class ExpertPolicy:
                 out.append(Generation(text="I have no further steps in my plan."))
                 continue
             call = ref[req.turn]
-            text = self.dialect.render_assistant(reasoning_for(req.task, req.turn), [call])
+            # Generators that write their words at generation time store them on the task.
+            why = (req.task.reasoning[req.turn] if req.turn < len(req.task.reasoning)
+                   else reasoning_for(req.task, req.turn))
+            text = self.dialect.render_assistant(why, [call])
             out.append(Generation(text=text))
         return out

@@ -37,6 +37,9 @@ class Task(BaseModel):
     """Entity values filled into the template (city, product, ...)."""
     seed: int = 0
     """Environment seed (which generated database)."""
+    reasoning: tuple[str, ...] = ()
+    """One sentence the expert says before each reference call, where the generator wrote them at
+    generation time (travel); empty means the environment's template wording is looked up."""
     db: str | None = None
     """SQLite file the ``sql`` environment opens (read-only) instead of its generated database;
     set for bring-your-own-data tasks. An absolute path, so the pool works from any directory."""

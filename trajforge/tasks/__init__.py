@@ -19,8 +19,15 @@ def _sql(n: int, seed: int) -> SynthReport:
     return generate_sql_tasks(n, seed=seed)
 
 
+def _travel(n: int, seed: int) -> SynthReport:
+    from trajforge.tasks.travel import generate_travel_tasks
+
+    return generate_travel_tasks(n, seed=seed)
+
+
 GENERATORS: dict[str, Callable[[int, int], SynthReport]] = {
     "sql": _sql,
+    "travel": _travel,
 }
 """Template generator per environment name: ``generator(n, seed)``."""
 

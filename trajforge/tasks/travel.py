@@ -1,0 +1,665 @@
+"""Travel task templates: booking requests with plans executed in ``TravelEnv`` and verified.
+
+``generate_travel_tasks(n, seed)`` draws template instances and runs each template's *plan* twice:
+
+1. against the catalog directly (``CatalogView``): this decides the right bookings, which become
+   ``task.expected`` (or drops the instance: no option fits, a tie for cheapest, ...);
+2. through the real environment's tools (``ToolView``), reading the rendered tool output back
+   like an agent would: the calls become ``task.reference`` and the plan's sentences
+   ``task.reasoning``.
+
+The task is kept only if replaying the reference in a fresh environment makes ``verify()``
+accept, i.e. the tool path booked exactly what the catalog path decided. Any disagreement
+(rendering, parsing, inventory) is dropped as ``verifier_rejected`` and counted.
+
+Tiers come from the reference plan: score = calls + distinct tools + 4 if the plan branches on a
+tool result (the weather). Up to 6 is easy (search, book, finish), up to 10 medium (two bookings,
+or rebooking), above hard (branching, three bookings).
+
+Splits test generalisation along three axes:
+
+* held-out *entities*: ``HELDOUT_CITIES`` and ``HELDOUT_DAYS`` appear only in ``heldout``;
+* held-out *templates*: those with ``heldout_only=True``;
+* held-out *tool combinations*: ``HELDOUT_TOOL_GROUPS`` — no train or test reference uses
+  ``get_weather`` together with ``book_hotel``, or ``cancel_booking`` together with
+  ``book_hotel``; only held-out templates do (``trajforge.tasks.splits`` checks and enforces it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from trajforge.envs.base import Verdict
+from trajforge.envs.travel import (
+    BookingRow,
+    FlightRow,
+    HotelRow,
+    TravelEnv,
+    read_bookings,
+    read_flights,
+    read_hotels,
+)
+from trajforge.envs.travel_catalog import CITIES, Catalog, catalog, clock
+from trajforge.schema import Split, Task, Tier, ToolCall
+from trajforge.tasks.pool import SynthReport
+from trajforge.tasks.splits import drop_combo_leaks
+from trajforge.tasks.sql import split_sizes
+
+HELDOUT_CITIES: tuple[str, ...] = ("Hangzhou", "Xi'an", "Seoul", "Dubai", "Sydney")
+SEEN_DAYS: tuple[str, ...] = tuple(str(date(2026, 12, d)) for d in range(1, 15))
+HELDOUT_DAYS: tuple[str, ...] = tuple(str(date(2026, 12, d)) for d in range(15, 22))
+HELDOUT_TOOL_GROUPS: tuple[frozenset[str], ...] = (
+    frozenset({"get_weather", "book_hotel"}),
+    frozenset({"cancel_booking", "book_hotel"}),
+)
+PASSENGERS: tuple[str, ...] = ("Li Wei", "Wang Fang", "Zhang Min", "Chen Jing", "Liu Yang",
+                               "Zhao Lei", "Anna Schmidt", "James Brown", "Maria Garcia",
+                               "Kenji Sato", "Sofia Rossi", "Priya Patel")
+CITY_SLOTS = ("origin", "destination", "city", "via")
+DAY_SLOTS = ("date", "date2")
+
+
+class Drop(Exception):
+    """This instance makes no good task; the message is the drop reason."""
+
+
+# ---- the two ways a plan sees the world -----------------------------------------------------
+
+class ToolView:
+    """Runs a plan through the environment's tools, recording calls and sentences."""
+
+    def __init__(self, env: TravelEnv):
+        self.env = env
+        self.calls: list[ToolCall] = []
+        self.reasoning: list[str] = []
+
+    def _run(self, why: str, name: str, **arguments: Any) -> str:
+        call = ToolCall(name=name, arguments=arguments)
+        result = self.env.execute(call)
+        if not result.ok:
+            raise Drop("reference_error")
+        self.calls.append(call)
+        self.reasoning.append(why)
+        return result.content
+
+    def flights(self, why: str, origin: str, destination: str, day: str,
+                max_price: int | None = None) -> list[FlightRow]:
+        args = {"max_price": max_price} if max_price is not None else {}
+        return read_flights(self._run(why, "search_flights", origin=origin,
+                                      destination=destination, date=day, **args))
+
+    def hotels(self, why: str, city: str, day: str, nights: int,
+               min_stars: int | None = None) -> list[HotelRow]:
+        args = {"min_stars": min_stars} if min_stars is not None else {}
+        return read_hotels(self._run(why, "search_hotels", city=city, check_in=day, nights=nights,
+                                     **args))
+
+    def weather(self, why: str, city: str, day: str) -> str:
+        text = self._run(why, "get_weather", city=city, date=day)
+        return text.split(": ", 1)[1].split(",", 1)[0]
+
+    def bookings(self, why: str) -> list[BookingRow]:
+        return read_bookings(self._run(why, "list_bookings"))
+
+    def book_flight(self, why: str, flight_id: str, name: str) -> None:
+        self._run(why, "book_flight", flight_id=flight_id, passenger=name)
+
+    def book_hotel(self, why: str, hotel_id: str, day: str, nights: int, name: str) -> None:
+        self._run(why, "book_hotel", hotel_id=hotel_id, check_in=day, nights=nights, guest=name)
+
+    def cancel(self, why: str, booking_id: str) -> None:
+        self._run(why, "cancel_booking", booking_id=booking_id)
+
+    def finish(self, why: str, summary: str) -> None:
+        self._run(why, "finish", summary=summary)
+
+
+class CatalogView:
+    """Runs a plan against the catalog itself; what ends up booked is the expected outcome."""
+
+    def __init__(self, world: Catalog, existing: list[dict[str, Any]]):
+        self.world = world
+        self.taken: Counter[str] = Counter()
+        self.booked: list[dict[str, Any]] = []
+        self.status: list[str] = []
+        for spec in existing:
+            self._book(dict(spec))
+
+    def _book(self, spec: dict[str, Any]) -> None:
+        for key in self._keys(spec):
+            self.taken[key] += 1
+        self.booked.append(spec)
+        self.status.append("active")
+
+    def _keys(self, spec: dict[str, Any]) -> list[str]:
+        if spec["kind"] == "flight":
+            return [spec["item"]]
+        start = date.fromisoformat(spec["day"])
+        return [f"{spec['item']}@{start + timedelta(days=n)}" for n in range(spec["nights"])]
+
+    def flights(self, why: str, origin: str, destination: str, day: str,
+                max_price: int | None = None) -> list[FlightRow]:
+        found = self.world.flights(self.world.city(origin), self.world.city(destination),
+                                   date.fromisoformat(day))
+        return [FlightRow(f.id, f.sched.carrier, f.depart, f.arrive, f.price,
+                          f.seats - self.taken[f.id])
+                for f in found if max_price is None or f.price <= max_price]
+
+    def hotels(self, why: str, city: str, day: str, nights: int,
+               min_stars: int | None = None) -> list[HotelRow]:
+        start = date.fromisoformat(day)
+        rows = []
+        for h in self.world.hotels[self.world.city(city).name]:
+            if min_stars is not None and h.stars < min_stars:
+                continue
+            nights_ = [self.world.night(h, start + timedelta(days=n)) for n in range(nights)]
+            rooms = min(free - self.taken[f"{h.id}@{start + timedelta(days=n)}"]
+                        for n, (_, free) in enumerate(nights_))
+            rows.append(HotelRow(h.id, h.name, h.stars, sum(p for p, _ in nights_), max(rooms, 0)))
+        return sorted(rows, key=lambda r: (r.total, r.id))
+
+    def weather(self, why: str, city: str, day: str) -> str:
+        return self.world.forecast(self.world.city(city), date.fromisoformat(day)).condition
+
+    def bookings(self, why: str) -> list[BookingRow]:
+        return [BookingRow(f"B{i + 1}", b["kind"], b["item"], "", b["name"], self.status[i])
+                for i, b in enumerate(self.booked)]
+
+    def book_flight(self, why: str, flight_id: str, name: str) -> None:
+        f = self.world.flight(flight_id)
+        self._book({"kind": "flight", "item": f.id, "day": str(f.day), "nights": 0, "name": name})
+
+    def book_hotel(self, why: str, hotel_id: str, day: str, nights: int, name: str) -> None:
+        self._book({"kind": "hotel", "item": hotel_id, "day": day, "nights": nights, "name": name})
+
+    def cancel(self, why: str, booking_id: str) -> None:
+        i = int(booking_id[1:]) - 1
+        self.status[i] = "cancelled"
+        for key in self._keys(self.booked[i]):
+            self.taken[key] -= 1
+
+    def finish(self, why: str, summary: str) -> None:
+        pass
+
+    def active(self) -> list[dict[str, Any]]:
+        return [b for b, s in zip(self.booked, self.status) if s == "active"]
+
+
+View = ToolView | CatalogView
+
+
+# ---- choosing ---------------------------------------------------------------------------------
+
+def cheapest_flight(rows: list[FlightRow]) -> FlightRow:
+    """The cheapest flight with a seat; ``Drop`` when none, or when two share the lowest price."""
+    return _unique_best([r for r in rows if r.seats > 0], key=lambda r: r.price)
+
+
+def cheapest_hotel(rows: list[HotelRow]) -> HotelRow:
+    return _unique_best([r for r in rows if r.rooms > 0], key=lambda r: r.total)
+
+
+def _unique_best(rows: list, key: Callable[[Any], Any]) -> Any:
+    if not rows:
+        raise Drop("no_option")
+    ranked = sorted(rows, key=key)
+    if len(ranked) > 1 and key(ranked[0]) == key(ranked[1]):
+        raise Drop("tie")
+    return ranked[0]
+
+
+def _available(rows: list[FlightRow]) -> list[FlightRow]:
+    available = [r for r in rows if r.seats > 0]
+    if not available:
+        raise Drop("no_option")
+    return available
+
+
+# ---- plans ------------------------------------------------------------------------------------
+# Each plan is written once and run through both views. ``e`` holds the template's entities.
+
+def _book_cheapest_flight(v: View, e: dict[str, Any], origin: str, destination: str, day: str
+                          ) -> FlightRow:
+    rows = v.flights(f"I'll look up the flights from {origin} to {destination} on {day}.",
+                     origin, destination, day)
+    best = cheapest_flight(rows)
+    v.book_flight(f"{best.id} is the cheapest flight with seats ({best.price} CNY), so I'll book "
+                  f"it for {e['passenger']}.", best.id, e["passenger"])
+    return best
+
+
+def _book_cheapest_hotel(v: View, e: dict[str, Any], city: str, day: str, nights: int,
+                         min_stars: int | None) -> HotelRow:
+    stars = f" with at least {min_stars} stars" if min_stars else ""
+    rows = v.hotels(f"I'll search hotels in {city}{stars} from {day} for {nights} nights.",
+                    city, day, nights, min_stars)
+    best = cheapest_hotel(rows)
+    v.book_hotel(f"{best.name} ({best.id}) is the cheapest{stars} with a room, {best.total} CNY; "
+                 f"I'll book it for {e['passenger']}.", best.id, day, nights, e["passenger"])
+    return best
+
+
+def plan_cheapest_flight(v: View, e: dict[str, Any]) -> None:
+    best = _book_cheapest_flight(v, e, e["origin"], e["destination"], e["date"])
+    v.finish("The flight is booked, so I'm done.",
+             f"Booked {best.id} from {e['origin']} to {e['destination']} on {e['date']} for "
+             f"{e['passenger']}, {best.price} CNY.")
+
+
+def plan_flight_before_under(v: View, e: dict[str, Any]) -> None:
+    rows = v.flights(f"I'll search flights from {e['origin']} to {e['destination']} on "
+                     f"{e['date']} costing at most {e['max_price']} CNY.",
+                     e["origin"], e["destination"], e["date"], e["max_price"])
+    best = cheapest_flight([r for r in rows if r.depart < e["before"]])
+    v.book_flight(f"Of those leaving before {e['before']}, {best.id} at {best.depart} is the "
+                  f"cheapest with seats, so I'll book it.", best.id, e["passenger"])
+    v.finish("The flight is booked.", f"Booked {best.id} (departs {best.depart}, {best.price} CNY)"
+             f" for {e['passenger']}.")
+
+
+def plan_latest_before(v: View, e: dict[str, Any]) -> None:
+    rows = v.flights(f"I'll list the flights from {e['origin']} to {e['destination']} on "
+                     f"{e['date']}.", e["origin"], e["destination"], e["date"])
+    early = [r for r in _available(rows) if r.depart < e["before"]]
+    if not early:
+        raise Drop("no_option")
+    best = max(early, key=lambda r: r.depart)
+    v.book_flight(f"The latest flight with seats leaving before {e['before']} is {best.id} at "
+                  f"{best.depart}; I'll book it.", best.id, e["passenger"])
+    v.finish("The flight is booked.", f"Booked {best.id} at {best.depart} for {e['passenger']}.")
+
+
+def plan_hotel_stars(v: View, e: dict[str, Any]) -> None:
+    stars = e["stars"]
+    rows = v.hotels(f"I'll search hotels in {e['city']} with at least {stars} stars from "
+                    f"{e['date']} for {e['nights']} nights.", e["city"], e["date"], e["nights"],
+                    stars)
+    best = cheapest_hotel([r for r in rows if r.stars == stars])
+    v.book_hotel(f"The cheapest {stars}-star hotel with a room is {best.name} ({best.id}) at "
+                 f"{best.total} CNY, so I'll book it.", best.id, e["date"], e["nights"],
+                 e["passenger"])
+    v.finish("The hotel is booked.", f"Booked {best.name} in {e['city']} for {e['nights']} nights "
+             f"from {e['date']} for {e['passenger']}.")
+
+
+def plan_trip(v: View, e: dict[str, Any]) -> None:
+    flight = _book_cheapest_flight(v, e, e["origin"], e["destination"], e["date"])
+    hotel = _book_cheapest_hotel(v, e, e["destination"], e["date"], e["nights"], e["stars"])
+    v.finish("Both the flight and the hotel are booked.",
+             f"Booked flight {flight.id} and {hotel.name} in {e['destination']} for "
+             f"{e['passenger']}.")
+
+
+def plan_round_trip(v: View, e: dict[str, Any]) -> None:
+    out = _book_cheapest_flight(v, e, e["origin"], e["destination"], e["date"])
+    back = _book_cheapest_flight(v, e, e["destination"], e["origin"], e["date2"])
+    v.finish("Both legs are booked.", f"Booked {out.id} out and {back.id} back for "
+             f"{e['passenger']}.")
+
+
+def plan_multi_leg(v: View, e: dict[str, Any]) -> None:
+    nights = (date.fromisoformat(e["date2"]) - date.fromisoformat(e["date"])).days
+    first = _book_cheapest_flight(v, e, e["origin"], e["via"], e["date"])
+    hotel = _book_cheapest_hotel(v, e, e["via"], e["date"], nights, e["stars"])
+    second = _book_cheapest_flight(v, e, e["via"], e["destination"], e["date2"])
+    v.finish("All three bookings are made.",
+             f"Booked {first.id}, {hotel.name} in {e['via']} for {nights} nights, and "
+             f"{second.id} for {e['passenger']}.")
+
+
+def _cancel_existing(v: View, e: dict[str, Any], kind: str, item: str, what: str) -> None:
+    rows = v.bookings("First I'll list the current bookings.")
+    match = [r for r in rows if r.kind == kind and r.item == item and r.status == "active"]
+    if len(match) != 1:
+        raise Drop("reference_error")
+    v.cancel(f"{match[0].id} is the {what}, so I'll cancel it.", match[0].id)
+
+
+def plan_rebook_flight(v: View, e: dict[str, Any]) -> None:
+    old = e["existing"][0]["item"]
+    _cancel_existing(v, e, "flight", old, f"flight from {e['origin']} to {e['destination']} on "
+                     f"{e['date']}")
+    best = _book_cheapest_flight(v, e, e["origin"], e["destination"], e["date2"])
+    v.finish("The flight is rebooked and the other bookings are kept.",
+             f"Cancelled {old} and booked {best.id} on {e['date2']} for {e['passenger']}.")
+
+
+def plan_rebook_hotel(v: View, e: dict[str, Any]) -> None:
+    old = e["existing"][0]["item"]
+    _cancel_existing(v, e, "hotel", old, f"hotel booking in {e['city']}")
+    best = _book_cheapest_hotel(v, e, e["city"], e["date"], e["nights"], e["stars"])
+    if best.id == old:
+        raise Drop("already_booked")
+    v.finish("The hotel is changed and the other bookings are kept.",
+             f"Cancelled {old} and booked {best.name} for {e['passenger']}.")
+
+
+def _forecast(v: View, city: str, day: str) -> bool:
+    """Check the weather; True when rain is forecast (snow is neither answer, so it's dropped)."""
+    condition = v.weather(f"First I'll check the forecast for {city} on {day}.", city, day)
+    if condition == "snow":
+        raise Drop("ambiguous_weather")
+    return condition == "rain"
+
+
+def plan_weather_flight(v: View, e: dict[str, Any]) -> None:
+    rain = _forecast(v, e["destination"], e["date"])
+    rows = v.flights(f"{'Rain' if rain else 'No rain'} is forecast, so I need the "
+                     f"{'earliest' if rain else 'cheapest'} flight; let me search.",
+                     e["origin"], e["destination"], e["date"])
+    earliest = min(_available(rows), key=lambda r: r.depart)
+    cheapest = cheapest_flight(rows)
+    if earliest.id == cheapest.id:
+        raise Drop("branch_indistinct")  # both branches book the same flight: tests nothing
+    best = earliest if rain else cheapest
+    v.book_flight(f"{best.id} is the {'earliest' if rain else 'cheapest'} flight with seats, so "
+                  f"I'll book it.", best.id, e["passenger"])
+    v.finish("The flight is booked.", f"{'Rain' if rain else 'No rain'} in {e['destination']}; "
+             f"booked {best.id} for {e['passenger']}.")
+
+
+def plan_weather_hotel(v: View, e: dict[str, Any]) -> None:
+    rain = _forecast(v, e["city"], e["date"])
+    want = f"with at least {e['stars']} stars" if rain else "of any rating"
+    rows = v.hotels(f"{'Rain' if rain else 'No rain'} is forecast, so I need the cheapest hotel "
+                    f"{want}; I'll list the hotels in {e['city']}.", e["city"], e["date"],
+                    e["nights"])
+    starred = cheapest_hotel([r for r in rows if r.stars >= e["stars"]])
+    anything = cheapest_hotel(rows)
+    if starred.id == anything.id:
+        raise Drop("branch_indistinct")
+    best = starred if rain else anything
+    v.book_hotel(f"The cheapest hotel {want} with a room is {best.name} ({best.id}) at "
+                 f"{best.total} CNY, so I'll book it.", best.id, e["date"], e["nights"],
+                 e["passenger"])
+    v.finish("The hotel is booked.", f"{'Rain' if rain else 'No rain'} in {e['city']}; booked "
+             f"{best.name} for {e['passenger']}.")
+
+
+# ---- templates ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Template:
+    """One request pattern: prompt, entity slots and the plan that fulfils it."""
+
+    id: str
+    prompt: str
+    slots: tuple[str, ...]
+    """Entity kinds to draw: cities (origin, destination, city, via), days (date, date2),
+    passenger, nights, stars, and the constraint slots max_price / before."""
+    plan: Callable[[View, dict[str, Any]], None]
+    branching: bool = False
+    """The plan's next step depends on a tool result (the forecast)."""
+    heldout_only: bool = False
+    existing: str | None = None
+    """``flight`` / ``hotel``: the task starts with that booking (plus an unrelated one)."""
+
+
+TEMPLATES: tuple[Template, ...] = (
+    Template("cheapest_flight", "Book the cheapest available flight from {origin} to "
+             "{destination} on {date} for {passenger}.",
+             ("origin", "destination", "date", "passenger"), plan_cheapest_flight),
+    Template("flight_before_under", "Book {passenger} on a flight from {origin} to {destination} "
+             "on {date} that leaves before {before} and costs at most {max_price} CNY. If several "
+             "fit, take the cheapest.",
+             ("origin", "destination", "date", "passenger", "before", "max_price"),
+             plan_flight_before_under),
+    Template("hotel_stars", "Book the cheapest {stars}-star hotel in {city} for {nights} nights "
+             "from {date}, for {passenger}.",
+             ("city", "date", "nights", "stars", "passenger"), plan_hotel_stars),
+    Template("trip", "Plan a trip for {passenger}: the cheapest available flight from {origin} to "
+             "{destination} on {date}, and the cheapest hotel with at least {stars} stars in "
+             "{destination} for {nights} nights from that day.",
+             ("origin", "destination", "date", "nights", "stars", "passenger"), plan_trip),
+    Template("round_trip", "Book {passenger} a round trip from {origin} to {destination}: out on "
+             "{date}, back on {date2}. Take the cheapest available flight each way.",
+             ("origin", "destination", "date", "date2", "passenger"), plan_round_trip),
+    Template("rebook_flight", "{passenger} can no longer take the booked flight from {origin} to "
+             "{destination} on {date}. Cancel that booking and book the cheapest available "
+             "flight on the same route on {date2} instead. Keep the other bookings.",
+             ("origin", "destination", "date", "date2", "passenger"), plan_rebook_flight,
+             existing="flight"),
+    Template("weather_flight", "{passenger} is flying from {origin} to {destination} on {date}. "
+             "Check the forecast for {destination} that day: if rain is forecast, book the "
+             "earliest available flight; otherwise book the cheapest available flight.",
+             ("origin", "destination", "date", "passenger"), plan_weather_flight, branching=True),
+    Template("multi_leg", "Book {passenger}'s trip from {origin} via {via} to {destination}: the "
+             "cheapest available flight from {origin} to {via} on {date}, the cheapest hotel "
+             "with at least {stars} stars in {via} from {date} until {date2}, and the cheapest "
+             "available flight from {via} to {destination} on {date2}.",
+             ("origin", "via", "destination", "date", "date2", "stars", "passenger"),
+             plan_multi_leg),
+    # ---- held-out cousins: a new constraint, and the held-out tool combinations -----------------
+    Template("latest_before", "Book {passenger} on the latest available flight from {origin} to "
+             "{destination} on {date} that leaves before {before}.",
+             ("origin", "destination", "date", "passenger", "before"), plan_latest_before,
+             heldout_only=True),
+    Template("rebook_hotel", "{passenger} wants to change hotels in {city}: cancel the current "
+             "hotel booking there and book the cheapest hotel with at least {stars} stars from "
+             "{date} for {nights} nights instead. Keep the other bookings.",
+             ("city", "origin", "date", "nights", "stars", "passenger"), plan_rebook_hotel,
+             heldout_only=True, existing="hotel"),
+    Template("weather_hotel", "{passenger} arrives in {city} on {date} for {nights} nights. Check "
+             "the forecast for {city} that day: if rain is forecast, book the cheapest hotel with "
+             "at least {stars} stars; otherwise book the cheapest hotel of any rating.",
+             ("city", "date", "nights", "stars", "passenger"), plan_weather_hotel,
+             branching=True, heldout_only=True),
+)
+TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
+
+
+def plan_tier(calls: tuple[ToolCall, ...] | list[ToolCall], branching: bool) -> Tier:
+    """Tier from the reference plan: calls + distinct tools + 4 for a branch on a tool result."""
+    score = len(calls) + len({c.name for c in calls}) + (4 if branching else 0)
+    return "easy" if score <= 6 else "medium" if score <= 10 else "hard"
+
+
+# ---- drawing entities -------------------------------------------------------------------------
+
+def city_values(heldout: bool) -> tuple[str, ...]:
+    return tuple(c.name for c in CITIES if (c.name in HELDOUT_CITIES) == heldout)
+
+
+def day_values(heldout: bool) -> tuple[str, ...]:
+    return HELDOUT_DAYS if heldout else SEEN_DAYS
+
+
+def draw_entities(template: Template, rng: random.Random, heldout: bool, world: Catalog
+                  ) -> dict[str, Any]:
+    """Random slot values from the split's partition (plus constraints read off the catalog)."""
+    e: dict[str, Any] = {}
+    cities = rng.sample(city_values(heldout), 3)
+    for slot, city in zip([s for s in template.slots if s in CITY_SLOTS], cities):
+        e[slot] = city
+    days = day_values(heldout)
+    i = rng.randrange(len(days) - 1) if "date2" in template.slots else rng.randrange(len(days))
+    e["date"] = days[i]
+    if "date2" in template.slots:
+        e["date2"] = days[rng.randrange(i + 1, min(i + 5, len(days)))]
+    e["passenger"] = rng.choice(PASSENGERS)
+    if "nights" in template.slots:
+        e["nights"] = rng.randint(1, 4)
+    if "stars" in template.slots:
+        e["stars"] = rng.choice((3, 4, 4, 5)) if template.id == "hotel_stars" else rng.randint(3, 4)
+    if "before" in template.slots or "max_price" in template.slots:
+        flights = world.flights(world.city(e["origin"]), world.city(e["destination"]),
+                                date.fromisoformat(e["date"]))
+        # A cut-off between two departures, and a cap between two prices, so they bite.
+        departs = sorted(f.sched.depart_min for f in flights)
+        cut = departs[rng.randrange(1, len(departs))] if len(departs) > 1 else departs[0] + 60
+        e["before"] = clock((cut // 60) * 60 if cut % 60 else cut)
+        if "max_price" in template.slots:
+            prices = sorted(f.price for f in flights)
+            e["max_price"] = int(round(prices[rng.randrange(len(prices))] + 50, -2))
+    if template.existing:
+        e["existing"] = _existing(template, e, world)
+    return {k: e[k] for k in (*template.slots, "existing") if k in e}
+
+
+def _existing(template: Template, e: dict[str, Any], world: Catalog) -> list[dict[str, Any]]:
+    """Bookings the task starts with: the one to replace, then an unrelated one to keep.
+
+    Only items with a seat or a room for every night, so setting the stage never fails."""
+    name = e["passenger"]
+    if template.existing == "flight":
+        flights = _flights_with_seats(world, e["origin"], e["destination"], e["date"])
+        hotels = _hotels_with_rooms(world, e["destination"], e["date2"], 2)
+        if not flights or not hotels:
+            return []
+        old = flights[-1]  # the latest flight of the day
+        keep = min(hotels, key=lambda h: h.base_price)
+        return [{"kind": "flight", "item": old.id, "day": e["date"], "nights": 0, "name": name},
+                {"kind": "hotel", "item": keep.id, "day": e["date2"], "nights": 2, "name": name}]
+    hotels = [h for h in _hotels_with_rooms(world, e["city"], e["date"], e["nights"])
+              if h.stars >= e["stars"]]
+    flights = _flights_with_seats(world, e["origin"], e["city"], e["date"])
+    if not hotels or not flights:
+        return []
+    old = max(hotels, key=lambda h: h.base_price)  # the priciest: worth changing
+    return [{"kind": "hotel", "item": old.id, "day": e["date"], "nights": e["nights"],
+             "name": name},
+            {"kind": "flight", "item": flights[0].id, "day": e["date"], "nights": 0, "name": name}]
+
+
+def _flights_with_seats(world: Catalog, origin: str, destination: str, day: str) -> list:
+    found = world.flights(world.city(origin), world.city(destination), date.fromisoformat(day))
+    return [f for f in found if f.seats > 0]
+
+
+def _hotels_with_rooms(world: Catalog, city: str, day: str, nights: int) -> list:
+    start = date.fromisoformat(day)
+    return [h for h in world.hotels[city]
+            if all(world.night(h, start + timedelta(days=n))[1] > 0 for n in range(nights))]
+
+
+# ---- building and generating --------------------------------------------------------------
+
+def task_id(template: Template, entities: dict[str, Any], seed: int) -> str:
+    """Stable id: same template, entities and catalog give the same id on any machine."""
+    key = json.dumps([entities, seed], sort_keys=True)
+    return f"travel-{template.id}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def build_task(template: Template, entities: dict[str, Any], split: Split, world_seed: int = 0
+               ) -> Task | str:
+    """Plan the instance against the catalog and through the tools; the Task or a drop reason."""
+    if template.existing and not entities.get("existing"):
+        return "no_option"
+    world = catalog(world_seed)
+    probe = Task(id=task_id(template, entities, world_seed), env="travel",
+                 prompt=template.prompt.format(**entities), tier="easy", split=split,
+                 template=template.id, reference=(), expected=None, entities=entities,
+                 seed=world_seed)
+    truth = CatalogView(world, entities.get("existing", []))
+    try:
+        template.plan(truth, entities)
+    except Drop as d:
+        return str(d)
+    env = TravelEnv(seed=world_seed)
+    env.reset(probe)
+    tools = ToolView(env)
+    try:
+        template.plan(tools, entities)
+    except Drop as d:
+        return str(d)
+    task = probe.model_copy(update={
+        "reference": tuple(tools.calls), "reasoning": tuple(tools.reasoning),
+        "expected": {"bookings": truth.active()},
+        "tier": plan_tier(tools.calls, template.branching)})
+    if not replay_reference(task).correct:
+        return "verifier_rejected"
+    return task
+
+
+def replay_reference(task: Task) -> Verdict:
+    """Run the task's reference calls in a fresh ``TravelEnv`` and return its verdict."""
+    env = TravelEnv(seed=task.seed)
+    env.reset(task)
+    for call in task.reference:
+        result = env.execute(call)
+        if not result.ok:
+            return Verdict(milestones=list(env.milestones),
+                           detail=f"reference call {call.name} failed: {result.content}")
+    return env.verify()
+
+
+def heldout_values() -> set[str]:
+    """Every held-out entity value (cities and days)."""
+    return set(HELDOUT_CITIES) | set(HELDOUT_DAYS)
+
+
+def entity_strings(task: Task) -> set[str]:
+    """The city and day values a task's prompt was filled with."""
+    return {str(task.entities[k]) for k in (*CITY_SLOTS, *DAY_SLOTS) if k in task.entities}
+
+
+SPLIT_ORDER: tuple[Split, ...] = ("train", "test", "heldout")
+
+
+def generate_travel_tasks(n: int, seed: int = 0, world_seed: int = 0) -> SynthReport:
+    """``n`` verified travel tasks split train/test/heldout, plus counts of dropped candidates.
+
+    Fewer than ``n`` come back only when the candidate budget runs out
+    (``dropped["unfilled"]`` says how many places stayed empty).
+    """
+    rng = random.Random(seed)
+    dropped: Counter[str] = Counter()
+    seen: set[str] = set()
+    sizes = split_sizes(n)
+    tasks = (_fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped,
+                   world_seed)
+             + _fill({"heldout": sizes["heldout"]}, rng, seen, dropped, world_seed))
+    # Templates keep held-out combinations out of train by design; this guard makes it a fact.
+    tasks, leaked = drop_combo_leaks(tasks, HELDOUT_TOOL_GROUPS)
+    if leaked:
+        dropped["combo_leak"] += leaked
+    tasks.sort(key=lambda t: SPLIT_ORDER.index(t.split))
+    if len(tasks) < n:
+        dropped["unfilled"] = n - len(tasks)
+    return SynthReport(tasks=tasks, dropped=dict(dropped))
+
+
+def _fill(targets: dict[Split, int], rng: random.Random, seen: set[str], dropped: Counter[str],
+          world_seed: int) -> list[Task]:
+    """Draw candidates round-robin over templates until every split in ``targets`` is full."""
+    heldout = "heldout" in targets
+    rotation = [t for t in TEMPLATES if heldout or not t.heldout_only]
+    if heldout:  # held-out templates twice: unseen templates and combinations are ~40% of heldout
+        rotation += [t for t in TEMPLATES if t.heldout_only]
+    world = catalog(world_seed)
+    counts: Counter[str] = Counter()
+    tasks: list[Task] = []
+    budget = 60 * sum(targets.values()) + 100  # bounds the loop if the space ever runs dry
+    i = 0
+    while i < budget and any(counts[s] < size for s, size in targets.items()):
+        template = rotation[i % len(rotation)]
+        i += 1
+        entities = draw_entities(template, rng, heldout, world)
+        tid = task_id(template, entities, world_seed)
+        if tid in seen:
+            dropped["duplicate"] += 1
+            continue
+        seen.add(tid)
+        split = min((s for s in targets if counts[s] < targets[s]),
+                    key=lambda s: counts[s] / targets[s])
+        built = build_task(template, entities, split, world_seed)
+        if isinstance(built, str):
+            dropped[built] += 1
+        else:
+            tasks.append(built)
+            counts[split] += 1
+    return tasks
+
+
+__all__ = [
+    "HELDOUT_CITIES", "HELDOUT_DAYS", "HELDOUT_TOOL_GROUPS", "TEMPLATES", "Template",
+    "build_task", "city_values", "day_values", "draw_entities", "entity_strings",
+    "generate_travel_tasks", "heldout_values", "plan_tier", "replay_reference", "task_id",
+]
