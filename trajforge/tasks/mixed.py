@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections import Counter
 from itertools import zip_longest
 
-from trajforge.schema import Split, Task
+from trajforge.schema import Task
 from trajforge.tasks import synthesize
 from trajforge.tasks.pool import SynthReport
-
-SPLIT_ORDER: tuple[Split, ...] = ("train", "test", "heldout")
+from trajforge.tasks.sql import SPLIT_ORDER
 
 
 def mixed_pool(specs: dict[str, int], seed: int = 0) -> SynthReport:

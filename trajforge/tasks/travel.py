@@ -50,7 +50,7 @@ from trajforge.envs.travel_catalog import CITIES, Catalog, catalog, clock
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.splits import drop_combo_leaks
-from trajforge.tasks.sql import split_sizes
+from trajforge.tasks.sql import SPLIT_ORDER, split_sizes
 
 HELDOUT_CITIES: tuple[str, ...] = ("Hangzhou", "Xi'an", "Seoul", "Dubai", "Sydney")
 SEEN_DAYS: tuple[str, ...] = tuple(str(date(2026, 12, d)) for d in range(1, 15))
@@ -598,9 +598,6 @@ def heldout_values() -> set[str]:
 def entity_strings(task: Task) -> set[str]:
     """The city and day values a task's prompt was filled with."""
     return {str(task.entities[k]) for k in (*CITY_SLOTS, *DAY_SLOTS) if k in task.entities}
-
-
-SPLIT_ORDER: tuple[Split, ...] = ("train", "test", "heldout")
 
 
 def generate_travel_tasks(n: int, seed: int = 0, world_seed: int = 0) -> SynthReport:
