@@ -14,10 +14,12 @@ def env_class(name: str) -> type[Environment]:
     from trajforge.envs.mcp import PREFIX, mcp_env_class
     from trajforge.envs.sql import SqlEnv
     from trajforge.envs.travel import TravelEnv
+    from trajforge.envs.web import WebEnv
 
     if name.startswith(PREFIX):
         return mcp_env_class(name[len(PREFIX):], name=name)
-    registry: dict[str, type[Environment]] = {SqlEnv.name: SqlEnv, TravelEnv.name: TravelEnv}
+    registry: dict[str, type[Environment]] = {SqlEnv.name: SqlEnv, TravelEnv.name: TravelEnv,
+                                              WebEnv.name: WebEnv}
     if name not in registry:
         raise KeyError(f"unknown environment {name!r}; known: {sorted(registry)}")
     return registry[name]

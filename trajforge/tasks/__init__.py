@@ -25,9 +25,16 @@ def _travel(n: int, seed: int) -> SynthReport:
     return generate_travel_tasks(n, seed=seed)
 
 
+def _web(n: int, seed: int) -> SynthReport:
+    from trajforge.tasks.web import generate_web_tasks
+
+    return generate_web_tasks(n, seed=seed)
+
+
 GENERATORS: dict[str, Callable[[int, int], SynthReport]] = {
     "sql": _sql,
     "travel": _travel,
+    "web": _web,
 }
 """Template generator per environment name: ``generator(n, seed)``."""
 
