@@ -208,6 +208,38 @@ def test_parse_proposal_accepts_string_arguments():
     assert prompt == "P" and steps == [{"name": "run_sql", "arguments": {"query": "SELECT 1"}}]
 
 
+def test_end_state_env_expected_is_the_executed_state():
+    """travel verifies its end state (active bookings): the plan's end state becomes `expected`."""
+    template = synthesize("travel", 6, seed=0).tasks[0]
+    steps = [{"name": c.name, "arguments": dict(c.arguments)} for c in template.reference]
+    booker = next(s for s in steps if s["name"].startswith("book_"))
+    person = "passenger" if "passenger" in booker["arguments"] else "guest"
+    booker["arguments"][person] = "Mara Quinn"
+    steps[-1]["arguments"] = {"summary": "Booked it for Mara Quinn."}
+    prompt = template.prompt.replace(template.reference[1].arguments[person], "Mara Quinn")
+    executed = {**booker["arguments"]}
+    bad_id = [*steps[:1], {"name": booker["name"], "arguments": {**executed, (
+        "flight_id" if "flight_id" in executed else "hotel_id"): "NOPE-1"}}, steps[-1]]
+    ola = json.loads(json.dumps(steps).replace("Mara Quinn", "Ola Berg"))
+    script = [
+        json.dumps({"prompt": prompt, "plan": steps}),                                    # kept
+        json.dumps({"prompt": "Book something impossible for Mara Quinn.", "plan": bad_id}),
+        json.dumps({"prompt": "Please sort out the usual trip as discussed.",             # dup plan
+                    "plan": steps}),
+        json.dumps({"prompt": "Same trip again, but for Ola Berg this time.", "plan": ola,
+                    "expected": {"bookings": []}}),                               # mismatch
+    ]
+    with ScriptedChatServer(script) as srv:
+        report = synthesize_llm("travel", 5, cfg(srv.url, max_requests=len(script)))
+    assert [(r.source, r.reason) for r in report.rejected] == [
+        ("request 2", "tool_error"), ("request 3", "duplicate"), ("request 4", "expected_mismatch")]
+    [task] = report.tasks
+    [booking] = task.expected["bookings"]
+    assert booking["name"] == "Mara Quinn" and task.env == "travel"
+    trajs = run_episodes([task], make_policy("expert"))
+    assert trajs[0].verdict["correct"]
+
+
 def test_an_environment_crash_rejects_only_that_candidate(tmp_path):
     garbage = tmp_path / "not-a-db.sqlite"
     garbage.write_bytes(b"this is not sqlite" * 100)
