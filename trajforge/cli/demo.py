@@ -41,7 +41,8 @@ def demo(
 ) -> None:
     """Run the closed loop end to end on a real model and report base vs tuned."""
     from trajforge.eval.run import collect, compare
-    from trajforge.eval.table import html_report, rich_table
+    from trajforge.eval.report import write_report
+    from trajforge.eval.table import rich_table
     from trajforge.harness import HarnessConfig
     from trajforge.policies import make_policy
     from trajforge.policies.models import resolve
@@ -87,7 +88,7 @@ def demo(
                "sft": res.model_dump(exclude={"losses"}), "synth_dropped": report.dropped}
     metrics.update(results)  # top-level base/tuned, as the CLI contract asks
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    (out / "report.html").write_text(html_report(results, title, extra={"timings (s)": timings}))
+    write_report(out, out / "report.html", title=title)  # reads the stores and metrics.json just written
     if json_out:
         json_out.write_text(json.dumps(metrics, indent=2))
     console.print(f"timings (s): {timings}")

@@ -1,0 +1,158 @@
+"""Filter, page and open the episodes of one store: what the viewer's JSON API answers from.
+
+    cat = Catalog("runs/demo/eval_store")
+    cat.page({"policy": "tuned", "fail_reason": "wrong_answer"}, page=1, per_page=50)
+    cat.episode("sql-product_price-6dec6ae2", "tuned", 0)
+
+The flat columns come from ``store/query.py``'s ``episodes`` view, copied once into an in-memory
+DuckDB table, so a filter is a query over a few thousand small rows (milliseconds), not a re-read
+of the JSONL. A whole trajectory is read back by seeking to its line, from a byte-offset index
+built in the same pass. Both are rebuilt when a shard's size or mtime changes (a collection still
+appending, ``trajforge grade`` rewriting), checked at most every ``recheck_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from trajforge.schema import Trajectory
+from trajforge.store import TrajectoryStore
+from trajforge.store.query import connect
+
+FILTERS = ("outcome_tier", "fail_reason", "env", "tier", "policy", "split")
+"""Columns filtered by exact value; ``task_id`` is matched as a substring."""
+ROW_COLUMNS = ("task_id", "policy", "sample", "env", "tier", "split", "outcome_tier", "fail_reason",
+               "turns", "n_errors", "n_repairs", "reward_total", "wall_s")
+MAX_PER_PAGE = 500
+
+Key = tuple[str, str, int]
+
+
+class Snapshot:
+    """The filterable table and the line index of one version of the store."""
+
+    def __init__(self, root: Path):
+        shards = TrajectoryStore(root).shards()
+        if not shards:
+            raise ValueError(f"no *.jsonl shards in {root}")
+        self.signature = _signature(shards)
+        self.con = connect(root)
+        self.con.execute("CREATE TABLE ep AS SELECT * FROM episodes")
+        self.offsets: dict[Key, tuple[Path, int]] = {}
+        for shard in shards:
+            self._index(shard)
+        self.facets = {col: self._counts(col) for col in FILTERS}
+        self.total = self.con.execute("SELECT count(*) FROM ep").fetchone()[0]
+
+    def _index(self, shard: Path) -> None:
+        with open(shard, "rb") as f:
+            offset = 0
+            for line in f:
+                if line.strip():
+                    try:
+                        d = json.loads(line)
+                        self.offsets[(d["task_id"], d["policy"], int(d.get("sample", 0)))] = (shard, offset)
+                    except (ValueError, KeyError, TypeError):
+                        pass  # a torn line: the episodes view skips it too
+                offset += len(line)
+
+    def _counts(self, col: str) -> list[tuple[str, int]]:
+        rows = self.con.execute(f'SELECT "{col}", count(*) FROM ep WHERE "{col}" IS NOT NULL '
+                                f'GROUP BY 1 ORDER BY 1').fetchall()
+        return [(v, n) for v, n in rows]
+
+
+def _signature(shards: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for p in shards:
+        st = p.stat()
+        out.append((str(p), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _where(filters: dict[str, str]) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    for col, value in filters.items():
+        if value in ("", None):
+            continue
+        if col == "task_id":
+            clauses.append("contains(task_id, ?)")
+        elif col in FILTERS:
+            clauses.append(f'"{col}" = ?')
+        else:
+            raise ValueError(f"unknown filter {col!r}; filters are task_id, {', '.join(FILTERS)}")
+        params.append(value)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+class Catalog:
+    """Thread-safe episode catalog of one store (a directory of shards or one ``.jsonl`` file)."""
+
+    def __init__(self, root: str | Path, recheck_s: float = 1.0):
+        self.root = Path(root)
+        self.recheck_s = recheck_s
+        self._lock = threading.Lock()
+        self._snap = Snapshot(self.root)
+        self._checked = time.monotonic()
+
+    def snapshot(self) -> Snapshot:
+        """The current snapshot, rebuilt first when the shards changed since it was taken."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked >= self.recheck_s:
+                self._checked = now
+                shards = TrajectoryStore(self.root).shards()
+                if shards and _signature(shards) != self._snap.signature:
+                    self._snap = Snapshot(self.root)
+            return self._snap
+
+    def _rows(self, snap: Snapshot, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cur = snap.con.cursor()  # one cursor per call: DuckDB connections are not shared across threads
+        try:
+            res = cur.execute(sql, params)
+            names = [d[0] for d in res.description]
+            return [dict(zip(names, row)) for row in res.fetchall()]
+        except duckdb.Error as e:
+            raise ValueError(f"query failed: {e}") from e
+        finally:
+            cur.close()
+
+    def facets(self) -> dict[str, Any]:
+        snap = self.snapshot()
+        return {"store": str(self.root), "total": snap.total,
+                "columns": {col: [{"value": v, "n": n} for v, n in counts] for col, counts in snap.facets.items()}}
+
+    def page(self, filters: dict[str, str], page: int = 1, per_page: int = 50) -> dict[str, Any]:
+        """One page of the episodes matching ``filters`` (ordered by task, policy, sample)."""
+        if page < 1:
+            raise ValueError(f"page must be >= 1, got {page}")
+        if not 1 <= per_page <= MAX_PER_PAGE:
+            raise ValueError(f"per_page must be between 1 and {MAX_PER_PAGE}, got {per_page}")
+        where, params = _where(filters)
+        snap = self.snapshot()
+        [count] = self._rows(snap, f"SELECT count(*) AS n FROM ep{where}", params)
+        cols = ", ".join(f'"{c}"' for c in ROW_COLUMNS)
+        rows = self._rows(snap, f"SELECT {cols} FROM ep{where} ORDER BY task_id, policy, sample LIMIT ? OFFSET ?",
+                          params + [per_page, (page - 1) * per_page])
+        return {"total": count["n"], "page": page, "per_page": per_page, "rows": rows}
+
+    def episode(self, task_id: str, policy: str, sample: int = 0) -> Trajectory | None:
+        """The whole trajectory, read from its line; None when the store has no such episode."""
+        loc = self.snapshot().offsets.get((task_id, policy, sample))
+        if loc is None:
+            return None
+        path, offset = loc
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return Trajectory.model_validate_json(f.readline())
+
+    def siblings(self, task_id: str) -> list[dict[str, Any]]:
+        """Every episode of one task (all policies and samples): the candidates to put side by side."""
+        return self._rows(self.snapshot(), "SELECT policy, sample, outcome_tier, fail_reason FROM ep "
+                          "WHERE task_id = ? ORDER BY policy, sample", [task_id])

@@ -1,0 +1,205 @@
+"""What a run directory holds: trajectory stores, optional ``metrics.json``, optional learning curves.
+
+A run directory is any directory; nothing about its layout is assumed beyond this:
+
+- **Stores**: every ``*.jsonl`` file under it whose first line is a trajectory (has ``task_id``,
+  ``policy`` and ``toolset_fingerprint``) is a store shard. Task pools (``tasks.jsonl``) and curves
+  are recognised by their content and left out. ``trajforge demo`` leaves ``train_store/`` (the
+  expert's training episodes) and ``eval_store/`` (base and tuned on the held-out split).
+- **Policies** are the names recorded in the trajectories, in order of first appearance (shards in
+  path order, lines in append order, so a policy evaluated first comes first).
+- **Before / after**: given explicitly; else the first and last key of ``metrics.json``'s
+  ``policies`` (what ``trajforge demo`` writes) when both are in the stores; else the two policies
+  that attempted the most (task, sample) pairs in common, in order of appearance. With fewer than
+  two policies, or none sharing a task, there is no pair and no flipped-task list.
+- **Learning curves**: every ``curves.jsonl`` under the run directory, wherever the trainer's
+  output directory is (``trajforge.train.curves`` writes ``<train out dir>/curves.jsonl``, e.g.
+  ``RUN_DIR/adapter/curves.jsonl`` or ``RUN_DIR/train/<recipe>/curves.jsonl``). One JSON object a
+  line, each with an integer ``step`` and any of:
+
+      {"recipe": "sft", "step": 10, "loss": 1.234, "lr": 0.0002, "grad_norm": 0.8}
+      {"recipe": "sft", "step": 50, "eval": {"completion": 0.41, "validity": 0.93, "avg_turns": 2.1}}
+
+  ``loss`` (a number) is the training loss at that optimizer step; ``eval`` holds metrics of the
+  evaluation run during training at that step: each numeric entry becomes a curve (``step`` and
+  ``n`` inside it are bookkeeping and skipped; nested or null entries are not plottable and
+  skipped). ``recipe`` names the curves in the report. Other keys are ignored, so the trainer may
+  log more. A torn last line (the trainer was killed mid-write) is skipped and noted; any other
+  bad line is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, Field
+
+from trajforge.schema import Trajectory
+from trajforge.store import TrajectoryStore
+
+CURVES_FILE = "curves.jsonl"
+METRICS_FILE = "metrics.json"
+_TRAJECTORY_KEYS = ("task_id", "policy", "toolset_fingerprint")
+_EVAL_BOOKKEEPING = ("step", "n")
+
+
+class Curves(BaseModel):
+    """One trainer's learning curves."""
+
+    source: str
+    """Path of the curves file, relative to the run directory."""
+    recipe: str | None = None
+    """Training recipe named in the rows (``sft``, ``dpo``, ``grpo``), if any."""
+    loss: list[tuple[int, float]] = Field(default_factory=list)
+    """(step, training loss) points."""
+    evals: dict[str, list[tuple[int, float]]] = Field(default_factory=dict)
+    """Metric name → (step, value) points from evaluation during training."""
+
+
+class Run(BaseModel):
+    """Everything a report reads from a run directory."""
+
+    root: Path
+    """The run directory."""
+    shards: list[str]
+    """Store shards found, relative to ``root``."""
+    episodes: list[Trajectory]
+    """Every trajectory, shards in path order."""
+    metrics: dict[str, Any] | None = None
+    """``metrics.json`` when present."""
+    curves: list[Curves] = Field(default_factory=list)
+    """Learning curves found."""
+    skipped: list[str] = Field(default_factory=list)
+    """Torn lines skipped (``file:line``)."""
+
+    @property
+    def policies(self) -> list[str]:
+        return list(dict.fromkeys(t.policy for t in self.episodes))
+
+
+class Pair(NamedTuple):
+    before: str
+    after: str
+
+
+def _is_trajectory_shard(path: Path) -> bool:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    first = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(first, dict) and all(k in first for k in _TRAJECTORY_KEYS)
+    return False
+
+
+def find_shards(root: Path) -> list[Path]:
+    """Trajectory shards under ``root`` (or ``root`` itself when it is one), in path order."""
+    if root.is_file():
+        return [root] if _is_trajectory_shard(root) else []
+    return [p for p in sorted(root.rglob("*.jsonl"))
+            if p.name != CURVES_FILE and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            and _is_trajectory_shard(p)]
+
+
+def _number(value: Any, where: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: {what} must be a number, got {value!r}")
+    return float(value)
+
+
+def read_curves(path: Path, root: Path) -> tuple[Curves, list[str]]:
+    """Parse one ``curves.jsonl``; returns the curves and the torn lines skipped."""
+    curves = Curves(source=str(path.relative_to(root)))
+    skipped: list[str] = []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if lineno == len(lines):  # no trailing newline: the last write was cut short
+                skipped.append(where)
+                continue
+            raise ValueError(f"{where}: not a JSON line ({e})") from e
+        if not isinstance(row, dict) or "step" not in row:
+            raise ValueError(f"{where}: a curves row must be an object with a 'step', got {line[:80]!r}")
+        step = int(_number(row["step"], where, "'step'"))
+        if curves.recipe is None and isinstance(row.get("recipe"), str):
+            curves.recipe = row["recipe"]
+        if "loss" in row:
+            curves.loss.append((step, _number(row["loss"], where, "'loss'")))
+        if "eval" in row:
+            if not isinstance(row["eval"], dict):
+                raise ValueError(f"{where}: 'eval' must be an object of metric → number, got {row['eval']!r:.60}")
+            for name, value in row["eval"].items():
+                if name not in _EVAL_BOOKKEEPING and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    curves.evals.setdefault(name, []).append((step, float(value)))
+    return curves, skipped
+
+
+def _read_metrics(root: Path) -> dict[str, Any] | None:
+    path = root / METRICS_FILE
+    if root.is_file() or not path.exists():
+        return None
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    return metrics if isinstance(metrics, dict) else None
+
+
+def load_run(root: str | Path) -> Run:
+    """Read every store, ``metrics.json`` and curves file under ``root``."""
+    root = Path(root)
+    if not root.exists():
+        raise ValueError(f"run directory {root} does not exist")
+    shards = find_shards(root)
+    if not shards:
+        raise ValueError(f"no trajectory store under {root} (looked for *.jsonl files whose lines are "
+                         f"trajectories)")
+    base = root.parent if root.is_file() else root
+    episodes: list[Trajectory] = []
+    skipped: list[str] = []
+    for shard in shards:
+        store = TrajectoryStore(shard)
+        episodes.extend(store)
+        skipped.extend(f"{shard.relative_to(base)}:{t.split(':')[-1]}" for t in store.torn)
+    curves = []
+    for path in ([] if root.is_file() else sorted(root.rglob(CURVES_FILE))):
+        c, torn = read_curves(path, root)
+        curves.append(c)
+        skipped.extend(torn)
+    return Run(root=root, shards=[str(p.relative_to(base)) for p in shards], episodes=episodes,
+               metrics=_read_metrics(root), curves=curves, skipped=skipped)
+
+
+def pick_pair(run: Run, before: str | None = None, after: str | None = None) -> Pair | None:
+    """Which policy is "before" and which "after" (see the module docstring)."""
+    policies = run.policies
+    for name in (before, after):
+        if name is not None and name not in policies:
+            raise ValueError(f"policy {name!r} is not in {run.root} (policies there: {', '.join(policies)})")
+    if before and after:
+        return Pair(before, after)
+    named = list((run.metrics or {}).get("policies") or {})
+    named = [p for p in named if p in policies]
+    if not (before or after) and len(named) >= 2:
+        return Pair(named[0], named[-1])
+    keys: dict[str, set[tuple[str, int]]] = {}
+    for t in run.episodes:
+        keys.setdefault(t.policy, set()).add((t.task_id, t.sample))
+    shared = Counter({(a, b): len(keys[a] & keys[b]) for i, a in enumerate(policies) for b in policies[i + 1:]
+                      if (before in (None, a, b)) and (after in (None, a, b))})
+    if not shared or shared.most_common(1)[0][1] == 0:
+        return None
+    (a, b), _ = shared.most_common(1)[0]  # ties keep appearance order (Counter keeps insertion order)
+    if before == b or after == a:
+        a, b = b, a
+    return Pair(a, b)
