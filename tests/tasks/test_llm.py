@@ -11,7 +11,7 @@ import pytest
 
 from tests.scripted_chat import ScriptedChatServer, Status, unused_url
 from trajforge.envs.sqldb import ensure_db
-from trajforge.harness import run_episodes
+from trajforge.harness import HarnessConfig, run_episodes
 from trajforge.policies import make_policy
 from trajforge.tasks import synthesize
 from trajforge.tasks.dedup import Deduper
@@ -272,3 +272,22 @@ def test_concurrent_requests_are_checked_in_request_order():
         ("request 1", "bad_json"), ("request 3", "duplicate"), ("request 4", "bad_json"),
         ("request 5", "duplicate")]
     assert len(report.tasks) == 1 and report.dropped["unfilled"] == 2
+
+
+def test_web_goal_is_the_placed_order_and_tiers_follow_the_examples():
+    """web verifies the placed order against a goal: the executed order becomes the goal, and
+    tiers come from the nearest example plans (a checkout is long in every tier)."""
+    examples = synthesize("web", 12, seed=0).tasks
+    fresh = [t for t in synthesize("web", 12, seed=1).tasks if t.tier == "easy"][:2]
+    script = [json.dumps({"prompt": t.prompt + " Please.", "plan": [
+        {"name": c.name, "arguments": c.arguments} for c in t.reference]}) for t in fresh]
+    with ScriptedChatServer(script) as srv:
+        report = synthesize_llm("web", 2, cfg(srv.url), examples=examples)
+    assert report.dropped == {} and len(report.tasks) == 2
+    for task, source in zip(report.tasks, fresh):
+        assert task.expected["kind"] == "order"
+        assert [i["product"] for i in task.expected["items"]] == [
+            i["product"] for i in source.expected["items"]]
+        assert task.tier == "easy"  # a fixed step count would call a 7-step checkout hard
+    trajs = run_episodes(report.tasks, make_policy("expert"), HarnessConfig(max_turns=30))
+    assert all(t.verdict["correct"] for t in trajs)

@@ -74,3 +74,16 @@ def test_merge_pools_keeps_the_base_and_drops_repeats():
            _task("d", "How many orders came from Berlin?", "SELECT 3")]
     merged, dropped = merge_pools(base, new)
     assert [t.id for t in merged] == ["a", "d"] and dropped == {"duplicate": 3}
+
+
+def test_tier_scale_takes_the_nearest_examples_majority():
+    from trajforge.tasks.tiering import TierScale
+
+    scale = TierScale(((3, "easy"), (6, "medium"), (6, "medium"), (6, "hard"), (9, "hard")))
+    assert [scale.tier(s) for s in (0, 3, 4, 5, 6, 8, 20)] == [
+        "easy", "easy", "easy", "medium", "medium", "hard", "hard"]
+    assert TierScale(((4, "hard"), (4, "easy"))).tier(4) == "easy"  # a tie: the easier tier
+    assert TierScale(()).tier(5) is None
+    plan = [ToolCall(name="a"), ToolCall(name="b"), ToolCall(name="c"), ToolCall(name="end")]
+    assert tier_from_plan(plan, "end") == "medium"  # no scale: 3 steps
+    assert tier_from_plan(plan, "end", scale=TierScale(((3, "easy"), (9, "hard")))) == "easy"

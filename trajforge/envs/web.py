@@ -34,6 +34,7 @@ from trajforge.envs.webshop.goals import (
     BookingGoal,
     OrderGoal,
     goal_mismatch,
+    goal_of,
     item_matches,
     read_goal,
     same_text,
@@ -139,6 +140,16 @@ class WebEnv(Environment):
                        milestones=list(self.milestones),
                        detail=f"{what} matches the task" if problem is None
                        else f"{what}: {problem}")
+
+    def expected_outcome(self) -> dict[str, Any]:
+        """The goal this episode's end state fulfils (for plan-driven synthesis): the one order or
+        booking the plan placed, exactly (``goal_of``)."""
+        state = self._session()
+        placed = [*state.orders, *state.bookings]
+        if len(placed) != 1:
+            raise ToolError(f"the plan placed {len(placed)} orders/bookings; a task wants exactly "
+                            "one", kind="no_final_call" if not placed else "verify_failed")
+        return goal_of(placed[0]).model_dump()
 
     # ---- tools ------------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ held to the contract in ``tasks/verify.py``: valid calls, ends with the final to
 tool errors, expected value read off the execution, replay accepted. An ``expected`` the LLM states
 must agree with the executed one (else ``expected_mismatch``): an LLM that misjudges its own
 plan's result writes misleading prompts too. The tier comes from the executed plan's structure
-(``tasks/tiering.py``), not from the LLM's claim.
+(``tasks/tiering.py``; outside SQL, scaled by the example tasks' plans), not from the LLM's
+claim.
 
 Every discarded proposal is counted by reason and listed with its request number. Requests are
 bounded (``max_requests``) and go out ``concurrency`` at a time; replies are checked in request
@@ -44,8 +45,8 @@ from trajforge.envs.sql import answers_match
 from trajforge.schema import Split, Task, Tier
 from trajforge.tasks.dedup import DEFAULT_THRESHOLD, Deduper, normalize_prompt, plan_key
 from trajforge.tasks.pool import Rejection, SynthReport
-from trajforge.tasks.tiering import tier_from_plan
-from trajforge.tasks.verify import PlanRejected, check_calls, verified
+from trajforge.tasks.tiering import SQL_TOOL, TierScale, plan_score, tier_from_plan
+from trajforge.tasks.verify import PlanRejected, check_calls, run_plan, verified
 
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
 
@@ -248,7 +249,7 @@ class Proposal(BaseModel):
 
 
 def build_candidate(text: str, where: Proposal, dedup: Deduper,
-                    allowed: Sequence[Tier] = TIERS) -> Task:
+                    allowed: Sequence[Tier] = TIERS, scale: TierScale | None = None) -> Task:
     """The verified Task an LLM reply describes, or PlanRejected with the first failed check."""
     prompt, steps, claimed = parse_proposal(text)
     hit = dedup.check_prompt(prompt)
@@ -267,7 +268,7 @@ def build_candidate(text: str, where: Proposal, dedup: Deduper,
     if claimed is not _MISSING and claimed is not None and not claim_agrees(claimed, run.expected):
         raise PlanRejected("expected_mismatch",
                            f"the LLM claimed {claimed!r}; executing the plan gave {run.expected!r}")
-    tier = tier_from_plan(run.calls, final, run.results, prompt)
+    tier = tier_from_plan(run.calls, final, run.results, prompt, scale)
     if tier not in allowed:
         raise PlanRejected("off_tier", f"the plan is {tier}; wanted {', '.join(allowed)}")
     return task.model_copy(update={"tier": tier})
@@ -285,6 +286,25 @@ def describe(where: Proposal) -> str:
         return env.describe_for_synthesis()
     finally:
         env.close()
+
+
+def tier_scale(env: str, examples: Sequence[Task]) -> TierScale:
+    """Plan scores of the examples' executed references, with their tiers (``tasks/tiering.py``).
+
+    SQL plans are tiered by query structure and need no scale; an example whose reference no
+    longer runs is left out.
+    """
+    final = env_class(env).final_tool
+    points = []
+    for task in examples:
+        if task.env != env or any(c.name == SQL_TOOL for c in task.reference):
+            continue
+        try:
+            run = run_plan(task.model_copy(update={"expected": None}), task.reference)
+        except PlanRejected:
+            continue
+        points.append((plan_score(task.reference, final, run.results, task.prompt), task.tier))
+    return TierScale(tuple(points))
 
 
 def pick_examples(pool: Sequence[Task], env: str, tier: Tier, k: int, rng: random.Random
@@ -315,6 +335,7 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
     for task in [*pool, *examples]:
         dedup.add(task, final if task.env == env else None)
     description = describe(Proposal(env=env, tier=tiers[0], split=split, seed=seed, db=db))
+    scale = tier_scale(env, examples)
     report = SynthReport()
     dropped: Counter[str] = Counter()
     client = ChatClient(cfg)
@@ -350,7 +371,7 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
                         break  # the wave's extra replies are not needed
                     where = Proposal(env=env, tier=tier, split=split, seed=seed, db=db)
                     try:
-                        task = build_candidate(reply, where, dedup, tiers)
+                        task = build_candidate(reply, where, dedup, tiers, scale)
                     except PlanRejected as e:
                         _reject(report, dropped, e.reason, e.detail, source, tier)
                         continue

@@ -12,18 +12,23 @@ group-by aggregates medium, and nested or multi-step questions hard.
 
 Other environments: the score is the number of steps before the final call plus one for every step
 whose arguments reuse a value an earlier tool result showed (and the prompt did not): that step
-depends on, and branches from, what came before. 0-1 easy, 2-3 medium, 4 or more hard.
+depends on, and branches from, what came before. What counts as hard differs wildly between
+environments (a travel booking takes 3 steps, a web checkout 12), so when verified example tasks
+are at hand a ``TierScale`` built from them decides: a plan gets the majority tier of the examples
+whose score is nearest its own. Without examples: 0-1 easy, 2-3 medium, 4 or more hard.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from trajforge.schema import Tier, ToolCall
 
 SQL_TOOL = "run_sql"
+TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
 
 
 class QueryShape(NamedTuple):
@@ -80,6 +85,27 @@ def sql_tier(queries: Sequence[str]) -> Tier:
     return tier_of(sql_score(queries), medium_at=1, hard_at=3)
 
 
+class TierScale(NamedTuple):
+    """(score, tier) of verified example plans: a plan's tier is its nearest examples' tier."""
+
+    points: tuple[tuple[int, Tier], ...]
+
+    def tier(self, score: int) -> Tier | None:
+        if not self.points:
+            return None
+        gap = min(abs(score - s) for s, _ in self.points)
+        votes = Counter(t for s, t in self.points if abs(score - s) == gap)
+        top = max(votes.values())
+        return next(t for t in TIERS if votes[t] == top)  # a tie goes to the easier tier
+
+
+def plan_score(plan: Sequence[ToolCall], final_tool: str | None, results: Sequence[str] = (),
+               prompt: str = "") -> int:
+    """Steps before the final call plus the steps that depend on an earlier result."""
+    steps = [c for c in plan if c.name != final_tool]
+    return len(steps) + dependent_steps(list(plan), list(results), prompt)
+
+
 def dependent_steps(plan: Sequence[ToolCall], results: Sequence[str], prompt: str) -> int:
     """Steps whose string arguments carry a value first seen in an earlier tool result."""
     count = 0
@@ -92,14 +118,15 @@ def dependent_steps(plan: Sequence[ToolCall], results: Sequence[str], prompt: st
 
 
 def tier_from_plan(plan: Sequence[ToolCall], final_tool: str | None,
-                   results: Sequence[str] = (), prompt: str = "") -> Tier:
+                   results: Sequence[str] = (), prompt: str = "",
+                   scale: TierScale | None = None) -> Tier:
     """The structural tier of a reference plan; ``results`` are the executed calls' outputs."""
     queries = [str(c.arguments.get("query", "")) for c in plan if c.name == SQL_TOOL]
     if queries:
         return sql_tier(queries)
-    steps = [c for c in plan if c.name != final_tool]
-    score = len(steps) + dependent_steps(list(plan), list(results), prompt)
-    return tier_of(score, medium_at=2, hard_at=4)
+    score = plan_score(plan, final_tool, results, prompt)
+    return (scale.tier(score) if scale else None) or tier_of(score, medium_at=2, hard_at=4)
 
 
-__all__ = ["QueryShape", "dependent_steps", "query_shape", "sql_score", "sql_tier", "tier_from_plan"]
+__all__ = ["QueryShape", "TierScale", "dependent_steps", "plan_score", "query_shape", "sql_score",
+           "sql_tier", "tier_from_plan"]

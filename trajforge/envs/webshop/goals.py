@@ -127,6 +127,27 @@ def _booking_mismatch(goal: BookingGoal, booking: Booking) -> str | None:
     return None
 
 
+def goal_of(placed: Order | Booking) -> OrderGoal | BookingGoal:
+    """The strictest goal ``placed`` fulfils: exactly its items, options, shipping and recipient.
+
+    Plan-driven synthesis (``WebEnv.expected_outcome``) makes this the task's expected value, so
+    the goal is what the executed plan did, never what a task writer said it would do.
+    """
+    if isinstance(placed, Booking):
+        return BookingGoal(workshop=placed.workshop, session=placed.session, seats=placed.seats,
+                           name=placed.name, email=placed.email)
+    items: dict[tuple[str, str | None, str | None], ItemGoal] = {}
+    for line in placed.lines:
+        key = (line.product, line.color, line.size)
+        if key in items:
+            items[key].quantity += line.quantity
+        else:
+            items[key] = ItemGoal(product=line.product, name=line.name, color=line.color,
+                                  size=line.size, quantity=line.quantity)
+    return OrderGoal(items=list(items.values()), shipping=placed.shipping,
+                     ship_to=Address(name=placed.name, address=placed.address, city=placed.city))
+
+
 def describe_item(item: ItemGoal) -> str:
     opts = [f"color {item.color}" if item.color else "", f"size {item.size}" if item.size else ""]
     opts = [o for o in opts if o]
