@@ -1,5 +1,7 @@
-from trajforge.schema import Trajectory
-from trajforge.store import TrajectoryStore, episode_key
+import pytest
+
+from trajforge.schema import Outcome, SamplingConfig, Trajectory
+from trajforge.store import ShardBusy, TrajectoryStore, episode_key, resume_keys
 
 
 def traj(i: int) -> Trajectory:
@@ -30,3 +32,80 @@ def test_rewrite_is_whole(tmp_path):
         st.append(traj(i))
     st.rewrite([traj(9)])
     assert [t.task_id for t in st.read()] == ["t9"]
+
+
+# ---- shards, one writer each; duplicates collapsed; sampling-aware keys ------------------------
+
+
+def test_each_writer_claims_its_own_shard_and_readers_merge_them(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    a, b = st.writer(), st.writer()
+    assert (a.name, b.name) == ("shard-0", "shard-1")  # shard-0 is held: the second writer moves on
+    a.append(traj(0))
+    b.append(traj(1))
+    a.append(traj(2))
+    a.close()
+    assert st.writer().name == "shard-0"  # released (as when a killed process's lock drops)
+    b.close()
+    assert sorted(t.task_id for t in st.read()) == ["t0", "t1", "t2"]
+
+
+def test_writer_starts_a_fresh_line_after_a_torn_tail(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    with st.writer() as w:
+        w.append(traj(0))
+    with open(tmp_path / "shard-0.jsonl", "a") as f:
+        f.write('{"task_id": "t1", "pol')  # killed mid-write
+    with st.writer() as w:
+        w.append(traj(2))
+    assert [t.task_id for t in st.read()] == ["t0", "t2"] and st.torn == ["shard-0.jsonl:2"]
+
+
+def test_duplicates_collapse_on_read_and_a_fault_yields_to_a_later_success(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    fault = traj(1).model_copy(update={"end": "env_fault", "outcome": Outcome(tier="env_fault")})
+    with st.writer() as w:
+        for t in (traj(0), traj(0), fault, traj(2), fault):
+            w.append(t)
+    assert [t.task_id for t in st.read()] == ["t0", "t2", "t1"] and st.duplicates == 2
+    assert st.read()[2].end == "env_fault"
+    assert episode_key("t1", "p", 0) in st.keys() and episode_key("t1", "p", 0) not in st.keys(faults=False)
+    with st.writer() as w:
+        w.append(traj(1))  # a resume with --retry-faults ran it again
+    assert [(t.task_id, t.end) for t in st.read()] == [("t0", ""), ("t2", ""), ("t1", "")]
+
+
+def test_sampling_config_is_part_of_the_key_and_old_records_match_greedy(tmp_path):
+    greedy, hot = SamplingConfig(max_tokens=512), SamplingConfig(temperature=0.7, seed=1)
+    assert episode_key("t", "p", 0, greedy) != episode_key("t", "p", 0, hot) != episode_key("t", "p", 0)
+    assert episode_key("t", "p", 0, hot) != episode_key("t", "p", 0, SamplingConfig(temperature=0.7, seed=2))
+    # The seed does not change a greedy run.
+    assert episode_key("t", "p", 0, SamplingConfig(seed=1)) == episode_key("t", "p", 0, SamplingConfig(seed=2))
+    st = TrajectoryStore(tmp_path)
+    st.append(traj(0))  # written before sampling configs were recorded
+    st.append(traj(1).model_copy(update={"sampling": hot}))
+    have = st.keys()
+    assert any(k in have for k in resume_keys("t0", "p", 0, greedy))
+    assert not any(k in have for k in resume_keys("t0", "p", 0, hot))
+    assert any(k in have for k in resume_keys("t1", "p", 0, hot))
+    assert not any(k in have for k in resume_keys("t1", "p", 0, greedy))
+
+
+def test_rewrite_refuses_while_a_collection_writes(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    with st.writer() as w:
+        w.append(traj(0))
+        with pytest.raises(ShardBusy, match="shard-0.jsonl is being written"):
+            st.rewrite([traj(9)])
+    st.rewrite([traj(9)])
+    assert [t.task_id for t in st.read()] == ["t9"]
+
+
+def test_background_writer_group_commits_and_close_writes_everything(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    w = st.writer(background=True)
+    for i in range(200):
+        w.append(traj(i))  # queued: the caller never waits on fsync
+    w.close()
+    assert [t.task_id for t in st.read()] == [f"t{i}" for i in range(200)]
+    assert st.writer().name == "shard-0"  # the lock went with close

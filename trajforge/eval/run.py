@@ -1,7 +1,8 @@
 """Run policies on tasks in the harness, grade, store and summarize.
 
 ``collect`` is what ``trajforge collect`` calls: resumable (episodes whose idempotency key is
-already in the store are skipped), every episode graded and appended as it ends.
+already in the store are skipped), every episode graded and appended as it ends, at scale through
+the async harness (``trajforge.harness.collect``) when the policy is a server.
 ``compare`` runs several policies on the same tasks and returns ``{policy name: metrics}``.
 """
 
@@ -12,32 +13,56 @@ from typing import Any
 
 from trajforge.eval.metrics import evaluate
 from trajforge.grade import RewardConfig, graded
-from trajforge.harness import HarnessConfig, run_episodes
-from trajforge.harness.progress import progress_bar
+from trajforge.harness import (CollectConfig, Executor, HarnessConfig, collect_episodes, run_episodes,
+                               sampling_of)
+from trajforge.harness.events import EventLog, log_path
+from trajforge.harness.progress import collect_progress
 from trajforge.policies import Policy
 from trajforge.schema import Task, Trajectory
-from trajforge.store import TrajectoryStore, episode_key
+from trajforge.store import TrajectoryStore, resume_keys
 
 
 def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: int = 1,
             harness: HarnessConfig | None = None, rewards: RewardConfig | None = None,
-            show_progress: bool = True) -> list[Trajectory]:
-    """Run, grade and append every missing (task, sample) episode; return the new trajectories."""
+            show_progress: bool = True, scale: CollectConfig | None = None,
+            executor: str | Executor = "asyncio", retry_faults: bool = False) -> list[Trajectory]:
+    """Run, grade and append every missing (task, sample) episode; return the new trajectories.
+
+    Policies that answer one episode at a time (``act_one``: OpenAI-compatible servers), and any
+    run on the Ray executor, go through the async harness with ``scale``'s concurrency, deadlines
+    and retries; batch policies (local HF, expert, scripted) through the batched loop. Either way
+    this process claims a store shard of its own and appends each graded episode as it ends.
+    ``retry_faults`` also reruns episodes the store has only as ``env_fault``.
+    """
     store = TrajectoryStore(store_dir)
-    have = store.keys()
-    todo = sum(1 for t in tasks for s in range(samples)
-               if episode_key(t.id, policy.name, s) not in have)
+    have = store.keys(faults=not retry_faults)
+    sampling = sampling_of(policy)
 
     def skip(task: Task, sample: int) -> bool:
-        return episode_key(task.id, policy.name, sample) in have
+        return any(k in have for k in resume_keys(task.id, policy.name, sample, sampling))
 
-    def done(traj: Trajectory) -> None:
-        store.append(graded(traj, rewards))
+    todo = sum(1 for t in tasks for s in range(samples) if not skip(t, s))
+    new: list[Trajectory] = []
+    scaled = hasattr(policy, "act_one") or executor != "asyncio"
+    with store.writer(background=scaled) as shard, collect_progress(f"collect {policy.name}"[:40], todo,
+                                                   show_progress) as tally:
+        def done(traj: Trajectory) -> None:
+            traj.sampling = sampling
+            g = graded(traj, rewards)
+            shard.append(g)
+            new.append(g)
+            tally.done(g.outcome.tier, sum(f.retried for f in g.faults))
 
-    with progress_bar(f"collect {policy.name}", todo, show_progress) as advance:
-        trajs = run_episodes(tasks, policy, harness, samples=samples, on_done=done, skip=skip,
-                             progress=advance)
-    return [graded(t, rewards) for t in trajs]
+        if not scaled:
+            run_episodes(tasks, policy, harness, samples=samples, on_done=done, skip=skip)
+            return new
+        log = EventLog(log_path(store_dir, shard.name))
+        try:
+            collect_episodes(tasks, policy, harness, scale, samples=samples, executor=executor,
+                             on_done=done, skip=skip, log=log)
+        finally:
+            log.close()
+    return new
 
 
 def compare(tasks: list[Task], policies: list[Policy], store_dir: str | Path,

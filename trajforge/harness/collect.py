@@ -34,8 +34,8 @@ from pydantic import BaseModel, Field
 
 from trajforge.envs import env_class
 from trajforge.harness.events import EventLog
-from trajforge.harness.executor import (AsyncioExecutor, EnvFault, EnvHandle, Executed, Executor,
-                                        default_env_factory)
+from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, default_env_factory,
+                                        make_executor)
 from trajforge.harness.loop import Episode, HarnessConfig
 from trajforge.parse.base import ParseResult
 from trajforge.policies.base import Generation, Policy, RequestFault, TurnRequest
@@ -288,7 +288,7 @@ async def acollect(
     harness: HarnessConfig | None = None,
     cfg: CollectConfig | None = None,
     samples: int = 1,
-    executor: Executor | None = None,
+    executor: Executor | str | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
     skip: Callable[[Task, int], bool] | None = None,
     log: EventLog | None = None,
@@ -296,10 +296,13 @@ async def acollect(
     """Run every (task, sample) episode that ``skip`` does not exclude; return the trajectories.
 
     ``on_done`` is called as each episode ends (the store appends there, so a crash loses only
-    running episodes). Episodes start in task order as slots free up.
+    running episodes). Episodes start in task order as slots free up. ``executor`` is an
+    ``Executor`` (the caller releases it) or a name for ``make_executor`` (released here).
     """
     harness, cfg, log = harness or HarnessConfig(), cfg or CollectConfig(), log or EventLog(None)
-    executor = executor or AsyncioExecutor()
+    own = executor is None or isinstance(executor, str)
+    if own:  # built here from its name, so released here too
+        executor = make_executor(executor or "asyncio")
     todo = [(t, s) for t in tasks for s in range(samples) if not (skip and skip(t, s))]
     if getattr(executor, "env_factory", None) is default_env_factory:
         for name in sorted({t.env for t, _ in todo}):
@@ -325,13 +328,15 @@ async def acollect(
         aclose = getattr(policy, "aclose", None)
         if aclose is not None:
             await aclose()
+        if own:
+            await executor.aclose()
     log.write("run_end", done=len(done))
     return done
 
 
 def collect_episodes(tasks: Iterable[Task], policy: Policy, harness: HarnessConfig | None = None,
                      cfg: CollectConfig | None = None, samples: int = 1,
-                     executor: Executor | None = None,
+                     executor: Executor | str | None = None,
                      on_done: Callable[[Trajectory], None] | None = None,
                      skip: Callable[[Task, int], bool] | None = None,
                      log: EventLog | None = None) -> list[Trajectory]:

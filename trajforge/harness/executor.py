@@ -84,6 +84,17 @@ class Executor(Protocol):
     async def aclose(self) -> None: ...
 
 
+class Toolsets:
+    """One shared ``Toolset`` object per fingerprint: parsers index a toolset once per object, so
+    handing every episode the same object keeps that work out of the per-episode cost."""
+
+    def __init__(self):
+        self._by_fp: dict[str, Toolset] = {}
+
+    def canonical(self, toolset: Toolset) -> Toolset:
+        return self._by_fp.setdefault(toolset.fingerprint, toolset)
+
+
 # ---- in-process executor ---------------------------------------------------------------------
 
 
@@ -157,10 +168,10 @@ async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float) -> Any
 class LocalHandle:
     """An environment in this process, driven through its episode's own worker thread."""
 
-    def __init__(self, env: Environment, worker: _Worker, threads: _Threads):
+    def __init__(self, env: Environment, worker: _Worker, threads: _Threads, toolset: Toolset):
         self.env, self.worker, self.threads = env, worker, threads
         self.instructions = env.instructions
-        self._toolset = env.toolset()
+        self._toolset = toolset
         self._stuck = False
 
     def toolset(self) -> Toolset:
@@ -209,6 +220,7 @@ class AsyncioExecutor:
     def __init__(self, env_factory: EnvFactory = default_env_factory):
         self.env_factory = env_factory
         self.threads = _Threads()
+        self.toolsets = Toolsets()
 
     async def open(self, task: Task, timeout_s: float) -> LocalHandle:
         worker = self.threads.checkout()
@@ -227,7 +239,7 @@ class AsyncioExecutor:
         except Exception as e:  # noqa: BLE001 - a failed start is an env fault; retried by the harness
             self.threads.checkin(worker)
             raise EnvFault("env_start", f"{type(e).__name__}: {e}", retryable=True) from None
-        return LocalHandle(env, worker, self.threads)
+        return LocalHandle(env, worker, self.threads, self.toolsets.canonical(env.toolset()))
 
     async def aclose(self) -> None:
         """Nothing to release: idle threads are daemons and exit with the process."""

@@ -23,7 +23,7 @@ import asyncio
 import itertools
 from typing import Any
 
-from trajforge.harness.executor import (AsyncioExecutor, EnvFactory, EnvFault, Executed,
+from trajforge.harness.executor import (AsyncioExecutor, EnvFactory, EnvFault, Executed, Toolsets,
                                         default_env_factory)
 from trajforge.schema import Task, ToolCall, Toolset
 
@@ -123,6 +123,7 @@ class RayExecutor:
                        for _ in range(n)]
         self.load = {i: 0 for i in range(n)}
         self._ids = itertools.count()
+        self.toolsets = Toolsets()
         self._ray = ray
 
     def release(self, actor: Any) -> None:
@@ -155,7 +156,7 @@ class RayExecutor:
         except EnvFault:
             self.load[i] -= 1
             raise
-        return RayHandle(self, actor, eid, toolset, instructions)
+        return RayHandle(self, actor, eid, self.toolsets.canonical(toolset), instructions)
 
     async def aclose(self) -> None:
         for actor in self.actors:

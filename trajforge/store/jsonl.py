@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from trajforge.harness.events import LineSink
 from trajforge.schema import SamplingConfig, Trajectory
 
 
@@ -70,10 +71,16 @@ class ShardBusy(RuntimeError):
 
 
 class ShardWriter:
-    """The one writer of one shard: holds an exclusive lock on it while open."""
+    """The one writer of one shard: holds an exclusive lock on it while open.
 
-    def __init__(self, path: Path):
+    By default ``append`` returns once the line is fsynced. With ``background=True`` (the async
+    harness) lines are queued and a thread writes and fsyncs them in batches every ~20 ms, so the
+    event loop never blocks on the disk; a kill loses only queued lines, whose episodes a resumed
+    run redoes. ``close`` writes everything queued."""
+
+    def __init__(self, path: Path, background: bool = False):
         self.path = path
+        self._sink: LineSink | None = None
         self._f = open(path, "ab+")
         try:
             fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -86,19 +93,30 @@ class ShardWriter:
             if self._f.read(1) != b"\n":  # torn tail from a crash: start a fresh line
                 self._f.write(b"\n")
                 self._f.flush()
+        if background:
+            self._sink = LineSink(self._f, fsync=True, interval_s=0.02)
 
     @property
     def name(self) -> str:
         return self.path.stem
 
     def append(self, traj: Trajectory) -> None:
-        self._f.write((traj.model_dump_json(exclude_none=True) + "\n").encode())
+        line = (traj.model_dump_json(exclude_none=True) + "\n").encode()
+        if self._sink is not None:
+            self._sink.put(line)
+            return
+        self._f.write(line)
         self._f.flush()
         os.fsync(self._f.fileno())
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.close()  # closing drops the lock
+        try:
+            if self._sink is not None:
+                sink, self._sink = self._sink, None
+                sink.close()
+        finally:
+            if not self._f.closed:
+                self._f.close()  # closing drops the lock
 
     def __enter__(self) -> "ShardWriter":
         return self
@@ -137,7 +155,7 @@ class TrajectoryStore:
             f.flush()
             os.fsync(f.fileno())
 
-    def writer(self) -> ShardWriter:
+    def writer(self, background: bool = False) -> ShardWriter:
         """Claim the lowest-numbered ``shard-<n>.jsonl`` that no live writer holds."""
         self.root.mkdir(parents=True, exist_ok=True)
         n = 0
@@ -145,7 +163,7 @@ class TrajectoryStore:
             path = self.root / f"shard-{n}.jsonl"
             created = not path.exists()
             try:
-                w = ShardWriter(path)
+                w = ShardWriter(path, background)
             except ShardBusy:
                 n += 1
                 continue

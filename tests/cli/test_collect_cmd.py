@@ -1,0 +1,104 @@
+"""`trajforge collect` at scale against a loopback server: options, resume, and a SIGKILL torture run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.openai_server import OpenAIServer
+from trajforge.cli.main import app
+from trajforge.harness.events import interrupted_runs
+from trajforge.store import TrajectoryStore
+from trajforge.tasks import synthesize
+from trajforge.tasks.pool import write_tasks
+
+ROOT = Path(__file__).parents[2]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    tasks = synthesize("sql", 100, seed=5).tasks
+    path = tmp_path_factory.mktemp("pool") / "tasks.jsonl"
+    write_tasks(path, tasks)
+    return tasks, path
+
+
+def args(path, url, out, *more):
+    return ["collect", "--tasks", str(path), "--policy", f"openai:{url}#m", "--out", str(out), *more]
+
+
+def test_collect_options_resume_and_zero_calls_on_rerun(pool, tmp_path):
+    tasks, path = pool
+    with OpenAIServer(tasks) as srv:
+        res = runner.invoke(app, args(path, srv.url, tmp_path, "--samples", "2", "--concurrency", "16",
+                                      "--request-timeout", "5", "--tool-timeout", "5",
+                                      "--episode-timeout", "60", "--retries", "2"))
+        assert res.exit_code == 0, res.output
+        assert "collected 200 new episodes" in res.output and "'success': 200" in res.output
+        calls = srv.requests
+        res = runner.invoke(app, args(path, srv.url, tmp_path, "--samples", "2", "--resume"))
+        assert res.exit_code == 0 and "collected 0 new episodes" in res.output
+        assert "no interrupted run" in res.output
+        assert srv.requests == calls  # a finished collection makes no model call
+        # Another sampling config is another set of episodes.
+        res = runner.invoke(app, args(path, srv.url, tmp_path, "--temperature", "0.5"))
+        assert "collected 100 new episodes" in res.output
+    assert len(TrajectoryStore(tmp_path).read()) == 300
+    assert (tmp_path / "logs" / "shard-0.jsonl").exists()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--executor", "dask"], "--executor must be asyncio or ray"),
+    (["--concurrency", "0"], "--concurrency: Input should be greater than or equal to 1"),
+    (["--tool-timeout", "-1"], "--tool-timeout: Input should be greater than 0"),
+])
+def test_bad_options_are_named(pool, tmp_path, bad, message):
+    res = runner.invoke(app, args(pool[1], "http://127.0.0.1:9/v1", tmp_path, *bad))
+    assert res.exit_code == 2 and message in " ".join(res.output.split())
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.slow
+def test_sigkill_at_20_random_moments_then_resume_gives_each_episode_once(tmp_path):
+    tasks = synthesize("sql", 100, seed=7).tasks
+    path = tmp_path / "tasks.jsonl"
+    write_tasks(path, tasks)
+    out = tmp_path / "store"
+    rng = random.Random(0)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with OpenAIServer(tasks, latency_s=0.002) as srv:
+        cmd = [sys.executable, "-m", "trajforge.cli.main",
+               *args(path, srv.url, out, "--samples", "3", "--concurrency", "8")]
+        progress = []
+        for _ in range(20):
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(rng.uniform(0.5, 1.5))  # ~0.4 s of it is start-up
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            progress.append(sum(1 for _ in TrajectoryStore(out).records()))
+        final = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=120)
+        assert final.returncode == 0, final.stderr
+        calls = srv.requests
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert "collected 0 new episodes" in again.stdout and srv.requests == calls
+    # Most kills landed mid-collection, not before or after it.
+    assert sum(0 < n < 300 for n in progress) >= 10 and progress == sorted(progress), progress
+    assert "resume: run" in final.stdout and "episodes in flight" in " ".join(final.stdout.split())
+    store = TrajectoryStore(out)
+    records = list(store.records())
+    keys = [(t.task_id, t.sample) for t in records]
+    assert len(keys) == 300 and len(set(keys)) == 300  # exactly once each, even in the raw shards
+    assert len(store.torn) <= 20 and all(t.outcome.tier == "success" for t in records)
+    assert len(interrupted_runs(out)) >= 10
+    assert [p.name for p in store.shards()] == ["shard-0.jsonl"]  # each run reclaimed the shard
+    json.loads((out / "logs" / "shard-0.jsonl").read_text().splitlines()[-1])  # log is readable

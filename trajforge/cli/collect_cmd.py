@@ -1,0 +1,90 @@
+"""``trajforge collect``: run a policy on tasks into a store, resumable, at scale for servers.
+
+    trajforge collect --tasks tasks.jsonl --policy expert --out store/ --split train
+    trajforge collect --tasks tasks.jsonl --policy openai:http://127.0.0.1:8000/v1#qwen --out store/ \\
+        --samples 8 --temperature 0.7 --concurrency 64 --request-timeout 60 --tool-timeout 30
+    trajforge collect ... --resume          # also say what the interrupted run had in flight
+
+Resuming is what every run does: episodes whose idempotency key (task, policy, sampling, sample)
+is in the store are never run again, so rerunning a finished collection makes no model call.
+Server policies run through the async harness (``--concurrency`` episodes at once, three
+deadlines, retries of infrastructure faults only); ``--executor ray`` runs environments in Ray
+actors. Requests and tool calls are logged to ``STORE/logs/<shard>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+console = Console()
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(2)
+
+
+def _report_interrupted(out: Path) -> None:
+    from trajforge.harness.events import interrupted_runs
+
+    runs = interrupted_runs(out) if out.exists() else []
+    if not runs:
+        console.print("resume: no interrupted run in the log")
+    for r in runs[-3:]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
+        console.print(f"resume: run {r.run} (started {when}) stopped with {len(r.episodes)} episodes "
+                      f"in flight ({r.requests} model requests, {r.tool_calls} tool calls); "
+                      "those not in the store run again now")
+
+
+def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
+            policy: str = typer.Option(..., help="expert, hf:MODEL[@ADAPTER] or openai:BASE_URL#MODEL"),
+            out: Path = typer.Option(..., help="store directory"),
+            split: Optional[str] = None, samples: int = 1, name: Optional[str] = None,
+            temperature: float = 0.0, max_turns: int = 8,
+            concurrency: int = typer.Option(8, help="episodes at once (server policies)"),
+            executor: str = typer.Option("asyncio", help="where environments run: asyncio | ray"),
+            resume: bool = typer.Option(False, "--resume", help="report what an interrupted run had "
+                                        "in flight (finished episodes are always skipped)"),
+            request_timeout: Optional[float] = typer.Option(
+                None, help="seconds per model request (default: the policy's own, 120)"),
+            tool_timeout: float = typer.Option(60.0, help="seconds per environment call"),
+            episode_timeout: float = typer.Option(900.0, help="seconds of working time per episode"),
+            retries: int = typer.Option(3, help="retries of a request or tool call after an "
+                                        "infrastructure fault"),
+            retry_faults: bool = typer.Option(False, help="also rerun episodes stored as env_fault")) -> None:
+    """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
+    from trajforge.cli.main import _load_tasks, _policy
+    from trajforge.eval.run import collect as run_collect
+    from trajforge.harness import CollectConfig, HarnessConfig
+
+    if executor not in ("asyncio", "ray"):
+        _fail(f"--executor must be asyncio or ray, not {executor!r}")
+    try:
+        scale = CollectConfig(concurrency=concurrency, request_timeout_s=request_timeout,
+                              tool_timeout_s=tool_timeout, episode_timeout_s=episode_timeout,
+                              retries=retries)
+    except ValidationError as e:
+        _fail("; ".join(f"--{str(err['loc'][0]).removesuffix('_s').replace('_', '-')}: {err['msg']}"
+                        for err in e.errors()))
+    pool = _load_tasks(tasks, split)
+    pol = _policy(policy, name, temperature)
+    if resume:
+        _report_interrupted(out)
+    try:
+        new = run_collect(pool, pol, out, samples=samples, harness=HarnessConfig(max_turns=max_turns),
+                          scale=scale, executor=executor, retry_faults=retry_faults)
+    except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
+        _fail(str(e).strip("'\""))
+    tiers: dict[str, int] = {}
+    for t in new:
+        tiers[t.outcome.tier] = tiers.get(t.outcome.tier, 0) + 1
+    faults = sum(len(t.faults) for t in new)
+    console.print(f"collected {len(new)} new episodes into {out}: {tiers}"
+                  + (f"; {faults} infrastructure faults recorded (see {out}/logs/)" if faults else ""))
