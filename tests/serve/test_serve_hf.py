@@ -115,3 +115,16 @@ def test_openai_policy_records_the_tokens_the_server_sampled(server, tiny, score
             env.reset(next(t for t in tasks if t.id == traj.task_id))
             req = Episode(next(t for t in tasks if t.id == traj.task_id), 0, env, local, HarnessConfig()).request()
             assert traj.steps[0].prompt_ids == local.prompt_ids(req)
+
+
+def test_a_client_hanging_up_mid_stream_does_not_wedge_the_server(server):
+    import httpx
+
+    body = {"model": "alpha", "messages": [{"role": "user", "content": "Tell me everything."}],
+            "stream": True, "max_tokens": 2000, "temperature": 1.0, "seed": 1}
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", server.url + "/chat/completions", json=body) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")
+        # The connection is gone mid-generation; the generation lock must come free.
+    assert greedy(server, "beta").choices[0].finish_reason in ("length", "stop")

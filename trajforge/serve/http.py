@@ -16,6 +16,7 @@ import json
 import sys
 import threading
 import traceback
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -102,13 +103,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        try:
-            for event in events:
-                self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
-        except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as vLLM does
-            traceback.print_exc(file=sys.stderr)
-            err = ServeError(500, f"generation failed: {type(e).__name__}: {e}", kind="server_error")
-            self._chunk(f"data: {json.dumps(err.body())}\n\n".encode())
+        # closing(): a client that hangs up mid-stream must not leave generation (and its lock) open.
+        with closing(events):
+            try:
+                for event in events:
+                    self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+                return
+            except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as vLLM does
+                traceback.print_exc(file=sys.stderr)
+                err = ServeError(500, f"generation failed: {type(e).__name__}: {e}", kind="server_error")
+                self._chunk(f"data: {json.dumps(err.body())}\n\n".encode())
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
 
