@@ -8,7 +8,7 @@ from pydantic import BaseModel, field_validator
 from tests.tiny import build_tiny_model
 from trajforge.envs.sql import read_result
 from trajforge.grade import graded
-from trajforge.harness.pipeline import (HANDOFF, Pipeline, Role, role_view, run_pipeline,
+from trajforge.harness.pipeline import (HANDOFF, Pipeline, Role, Selection, role_view, run_pipeline,
                                         sql_research_pipeline)
 from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.tasks import synthesize
@@ -85,7 +85,7 @@ def test_three_roles_solve_tasks_in_one_trajectory_each():
     analyst_msgs = [m for m in t.messages if m.role_name == "analyst"]
     assert analyst_msgs[0].role == "system" and "pick the exact value" in analyst_msgs[0].content
     shown = json.loads(analyst_msgs[1].content.split("rows: ", 1)[1])
-    assert set(shown) == {"query", "result"} and shown["result"].endswith("row)") or shown["result"].endswith("rows)")
+    assert set(shown) == {"query", "result"} and shown["result"].endswith(("row)", "rows)"))
 
 
 def test_channel_type_is_enforced_before_the_next_role_sees_it():
@@ -135,12 +135,14 @@ def test_a_failing_role_is_named_in_the_outcome():
 
     # A writer that submits something else: the wrong answer is the writer's.
     liar = ScriptedPolicy(lambda req: call("submit_answer", answer="42 bananas"))
-    t = graded(run_pipeline(tasks[:1], sql_research_pipeline(ScriptedPolicy(gatherer), ScriptedPolicy(analyst), liar))[0])
+    pipe = sql_research_pipeline(ScriptedPolicy(gatherer), ScriptedPolicy(analyst), liar)
+    t = graded(run_pipeline(tasks[:1], pipe)[0])
     assert t.outcome.fail_reason == "wrong_answer" and t.outcome.failed_role == "writer"
 
     # A gatherer reaching for a tool outside its subset is refused (never dispatched) and blamed.
     greedy = ScriptedPolicy(lambda req: call("submit_answer", answer="9"))
-    t = graded(run_pipeline(tasks[:1], sql_research_pipeline(greedy, ScriptedPolicy(analyst), ScriptedPolicy(writer)))[0])
+    pipe = sql_research_pipeline(greedy, ScriptedPolicy(analyst), ScriptedPolicy(writer))
+    t = graded(run_pipeline(tasks[:1], pipe)[0])
     assert [e.kind for s in t.steps for e in s.errors] == ["unknown_tool", "unknown_tool"]
     assert not t.verdict["submitted"] and t.outcome.failed_role == "gatherer"
 
@@ -175,22 +177,13 @@ def test_role_view_is_one_roles_training_sample():
 
 @pytest.mark.parametrize("roles,message", [
     ([dict(name="a", tools=("drop_db",))], "lacks"),
-    ([dict(name="a", output=dict)], "is last"),
+    ([dict(name="a", output=Selection)], "is last"),
     ([dict(name="a"), dict(name="b")], "needs an output type"),
     ([dict(name="a", prompt="{task} {oops}")], "oops"),
     ([dict(name="a", prompt="{input}")], "is first"),
-    ([dict(name="a", output="Selection"), dict(name="a")], "unique"),
+    ([dict(name="a", output=Selection), dict(name="a")], "unique"),
 ])
 def test_bad_pipelines_are_refused(roles, message):
-    from trajforge.harness.pipeline import Selection
-
-    built = []
-    for r in roles:
-        r = {"policy": ScriptedPolicy(["x"]), "prompt": "{task}", **r}
-        if r.get("output") == "Selection":
-            r["output"] = Selection
-        elif r.get("output") is dict:
-            r["output"] = Selection
-        built.append(Role(**r))
+    built = tuple(Role(**{"policy": ScriptedPolicy(["x"]), "prompt": "{task}", **r}) for r in roles)
     with pytest.raises(ValueError, match=message):
-        Pipeline(name="p", env="sql", roles=tuple(built))
+        Pipeline(name="p", env="sql", roles=built)

@@ -68,7 +68,8 @@ def test_tool_call_is_parsed_into_openai_tool_calls(serve):
     adapter, prompt, sampling = backend.calls[0]
     assert adapter == "alpha" and sampling.temperature == 0
     toolset = env_class("sql").toolset()
-    chat = get_dialect("hermes").to_chat([Message(role="system"), Message(role="user", content="How many customers are there?")], toolset)
+    asked = [Message(role="system"), Message(role="user", content="How many customers are there?")]
+    chat = get_dialect("hermes").to_chat(asked, toolset)
     tok = backend.tokenizer
     want = tok(tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True), add_special_tokens=False)
     assert prompt == want["input_ids"]
@@ -203,11 +204,13 @@ def test_errors_are_openai_shaped(serve):
     with pytest.raises(openai.NotFoundError) as e:
         ask(client, model="gamma")
     assert e.value.body["code"] == "model_not_found" and "gamma" in e.value.body["message"]
-    r = httpx.post(server.url + "/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})
+    r = httpx.post(server.url + "/chat/completions", content=b"{not json",
+                   headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
     r = httpx.post(server.url + "/chat/completions", json={"model": "alpha"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
-    r = httpx.post(server.url + "/chat/completions", json={"model": "alpha", "messages": [{"role": "robot", "content": "x"}]})
+    r = httpx.post(server.url + "/chat/completions",
+                   json={"model": "alpha", "messages": [{"role": "robot", "content": "x"}]})
     assert r.status_code == 400 and "messages[0].role" in r.json()["error"]["message"]
     r = httpx.post(server.url + "/chat/completions", json={"model": "alpha", "temperature": 7,
                                                            "messages": [{"role": "user", "content": "x"}]})

@@ -27,7 +27,8 @@ def test_command_for_real_adapters(tiny):
     assert shlex.split(cmd.line) == cmd.argv
     # The tiny model's ChatML template has no tool rendering: the command says so.
     assert any("does not render tools" in n for n in cmd.notes)
-    assert vllm_command(str(base), adapters, chat_template="tools.jinja").argv[-2:] == ["--chat-template", "tools.jinja"]
+    with_template = vllm_command(str(base), adapters, chat_template="tools.jinja")
+    assert with_template.argv[-2:] == ["--chat-template", "tools.jinja"] and not with_template.notes
 
 
 @pytest.mark.parametrize("dialect,parser", sorted(VLLM_TOOL_PARSERS.items()))

@@ -14,5 +14,6 @@ from trajforge.serve.vllm import VllmCommand, vllm_command
 
 __all__ = [
     "Backend", "ChatService", "HFBackend", "Sampling", "ServeConfigError", "ServeError", "ServedModel",
-    "Server", "Token", "VllmCommand", "build_server", "parse_adapter_specs", "served_models", "start_server", "vllm_command",
+    "Server", "Token", "VllmCommand", "build_server", "parse_adapter_specs", "served_models", "start_server",
+    "vllm_command",
 ]
