@@ -72,6 +72,8 @@ class GRPOConfig(LoraSettings):
     """Schedule tiers easy → medium → hard by measured success rate."""
     promote_at: float = 0.6
     """Success rate on the newest tier that unlocks the next."""
+    curriculum_start: str = "easy"
+    """Tier the curriculum starts at (a tuned policy that already masters easy can skip it)."""
     guided: bool = False
     """Guided exploration: rewind failing rollouts to the last good step and resample cooler."""
     explore: ExplorationConfig = Field(default_factory=ExplorationConfig)
@@ -201,7 +203,8 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
         raise ValueError("GRPO needs training tasks")
     net, tok = lora_model(resolve(model), cfg, init_adapter)
     rng = random.Random(cfg.seed)
-    curriculum = Curriculum(tasks, cfg.promote_at, seed=cfg.seed) if cfg.curriculum else None
+    curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start)
+                  if cfg.curriculum else None)
     total = cfg.steps if cfg.max_steps <= 0 else min(cfg.steps, cfg.max_steps)
     rewards, solved, all_trajs = [], [], []
     cache: dict[int, Rollouts] = {}

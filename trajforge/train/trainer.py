@@ -80,7 +80,10 @@ def lora_model(path: str, cfg: LoraSettings, init_adapter: str | None = None):
         tok.pad_token = tok.eos_token
     net = AutoModelForCausalLM.from_pretrained(path, dtype=default_dtype(cfg.dtype))
     if init_adapter:
-        net = PeftModel.from_pretrained(net, init_adapter).merge_and_unload()
+        from trajforge.policies.hf import adapter_lineage
+
+        for step in adapter_lineage(init_adapter):  # a DPO adapter sits on its SFT adapter, etc.
+            net = PeftModel.from_pretrained(net, step).merge_and_unload()
     torch.manual_seed(cfg.seed)
     net = get_peft_model(net, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
                                          target_modules=cfg.targets, task_type="CAUSAL_LM"))

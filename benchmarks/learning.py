@@ -1,0 +1,150 @@
+"""SFT → DPO → GRPO on the embedded model and the SQL domain, held-out completion after each stage.
+
+    .venv/bin/python benchmarks/learning.py [--out runs/learning] [--grpo-steps 8]
+
+One run on the 2-core CPU (budget: 40 minutes). Stages:
+1. synthesize SQL tasks; collect expert episodes on the train split;
+2. SFT (the demo's settings) → evaluate on the held-out split;
+3. sample the SFT model on train tasks (several samples each, temperature > 0), graded: failures
+   against successes (the model's own, or the expert's) make DPO pairs → DPO → evaluate;
+4. GRPO from the DPO model with the environment in the loop (curriculum from the medium tier,
+   guided exploration on, so its rescue rate is measured) → evaluate.
+Prints a table of held-out completion / validity / avg turns per stage with 95% intervals, the
+stage timings, forgetting (NLL of the base model's own answers to 20 held-out general prompts), and
+guided exploration's rescue rate; writes everything to OUT/learning.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="runs/learning")
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--n", type=int, default=260)
+    ap.add_argument("--dpo-tasks", type=int, default=40)
+    ap.add_argument("--dpo-samples", type=int, default=4)
+    ap.add_argument("--grpo-steps", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from trajforge.eval.run import collect
+    from trajforge.grade.metrics import evaluate
+    from trajforge.harness import HarnessConfig
+    from trajforge.policies import make_policy
+    from trajforge.store import TrajectoryStore
+    from trajforge.tasks import synthesize
+    from trajforge.train.dpo import DPOConfig, train_dpo
+    from trajforge.train.grpo import GRPOConfig, train_grpo
+    from trajforge.train.sft import SFTConfig, train_sft
+
+    out = Path(args.out)
+    for sub in ("expert", "dpo-samples", "sft", "dpo", "grpo"):  # a rerun starts clean
+        shutil.rmtree(out / sub, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    results: dict[str, dict] = {}
+    t_start = time.perf_counter()
+
+    def stage(name, fn):
+        t0 = time.perf_counter()
+        console.rule(name)
+        value = fn()
+        timings[name] = round(time.perf_counter() - t0, 1)
+        console.print(f"[dim]{name}: {timings[name]}s (total {time.perf_counter() - t_start:.0f}s)[/dim]")
+        return value
+
+    tasks = synthesize("sql", args.n, args.seed).tasks
+    train = [t for t in tasks if t.split == "train"]
+    heldout = [t for t in tasks if t.split == "heldout"]
+    harness = HarnessConfig(max_consecutive_errors=2)
+
+    def evaluate_adapter(label: str, adapter: Path | None):
+        spec = f"hf:{args.model}@{adapter}" if adapter else f"hf:{args.model}"
+        store = out / f"eval-{label}"
+        for old in store.glob("*.jsonl"):
+            old.unlink()
+        trajs = collect(heldout, make_policy(spec, name=label, batch_size=48), store, harness=harness,
+                        show_progress=False)
+        results[label] = evaluate(trajs)
+        r = results[label]
+        console.print(f"{label}: completion {r['completion']:.3f} {r['completion_ci95']}, "
+                      f"validity {r['validity']:.3f}, turns {r['avg_turns']:.2f}")
+
+    expert = stage("collect expert", lambda: collect(train, make_policy("expert"), out / "expert",
+                                                     show_progress=False))
+    sft_dir = out / "sft"
+    stage("train sft", lambda: train_sft(expert, args.model, sft_dir, SFTConfig(
+        epochs=1.75, lr=1e-3, batch_size=4, dropout=0.0, seed=args.seed), progress=False))
+    stage("eval sft", lambda: evaluate_adapter("sft", sft_dir))
+
+    # DPO data: the SFT model's own samples on train tasks, plus the expert's success per task.
+    sample_tasks = train[: args.dpo_tasks]
+    samples = stage("sample sft for dpo", lambda: collect(
+        sample_tasks, make_policy(f"hf:{args.model}@{sft_dir}", name="sft-sampled", temperature=0.8,
+                                  batch_size=64), out / "dpo-samples", samples=args.dpo_samples,
+        harness=HarnessConfig(max_turns=6), show_progress=False))
+    ids = {t.id for t in sample_tasks}
+    pool = samples + [t for t in expert if t.task_id in ids]
+    dpo_dir = out / "dpo"
+    dpo = stage("train dpo", lambda: train_dpo(pool, args.model, dpo_dir, DPOConfig(
+        pairs="turn", beta=0.1, lr=2e-4, r=16, alpha=32, dropout=0.0, batch_size=4, epochs=1.0,
+        max_pairs_per_task=3, seed=args.seed), init_adapter=str(sft_dir), progress=False))
+    console.print(f"dpo: {dpo.pairs} pairs, skipped {dpo.skipped}, margin {dpo.margins[-1]:+.3f}")
+    stage("eval dpo", lambda: evaluate_adapter("dpo", dpo_dir))
+
+    grpo_dir = out / "grpo"
+    grpo = stage("train grpo", lambda: train_grpo(train, args.model, grpo_dir, GRPOConfig(
+        steps=args.grpo_steps, batch_size=8, group_size=4, temperature=0.8, max_turns=6, lr=2e-4,
+        r=16, alpha=32, dropout=0.0, curriculum_start="medium", guided=True, seed=args.seed),
+        init_adapter=str(dpo_dir), progress=False))
+    console.print(f"grpo: rewards {[round(x, 3) for x in grpo.rewards]}, solve {grpo.solve_rates}, "
+                  f"rescue {grpo.rescue}, curriculum {grpo.curriculum}")
+    stage("eval grpo", lambda: evaluate_adapter("grpo", grpo_dir))
+    forgetting = stage("forgetting", lambda: measure_forgetting(args.model, {
+        "sft": sft_dir, "dpo": dpo_dir, "grpo": grpo_dir}, out))
+
+    table = Table(title=f"held-out SQL, {len(heldout)} tasks, {args.model}")
+    for col in ("stage", "completion [95% CI]", "validity", "avg turns", "forgetting NLL"):
+        table.add_column(col)
+    for label, r in results.items():
+        lo, hi = r["completion_ci95"]
+        table.add_row(label, f"{r['completion']:.3f} [{lo:.3f}, {hi:.3f}]", f"{r['validity']:.3f}",
+                      f"{r['avg_turns']:.2f}", f"{forgetting.get(label, float('nan')):.3f}")
+    console.print(table)
+    timings["total"] = round(time.perf_counter() - t_start, 1)
+    console.print(f"timings (s): {timings}")
+    console.print(f"forgetting (mean NLL of base answers; base = {forgetting['base']:.3f}): {forgetting}")
+    (out / "learning.json").write_text(json.dumps({
+        "results": results, "timings_s": timings, "forgetting_nll": forgetting,
+        "dpo": dpo.model_dump(exclude={"losses"}), "grpo": grpo.model_dump(exclude={"losses"})}, indent=2))
+
+
+def measure_forgetting(model: str, adapters: dict[str, Path], out: Path) -> dict[str, float]:
+    """Mean NLL of the base model's greedy answers to the held-out general prompts, per model."""
+    from trajforge.policies.hf import load_model
+    from trajforge.policies.models import resolve
+    from trajforge.train.replay import answer_nll, cached_replay, general_prompts
+
+    base, tok = load_model(model)
+    held = cached_replay(resolve(model), base, tok, general_prompts()[1], out / "replay-cache")
+    scores = {"base": answer_nll(base, held, tok.pad_token_id)}
+    for label, adapter in adapters.items():
+        net, _ = load_model(model, str(adapter))
+        scores[label] = answer_nll(net, held, tok.pad_token_id)
+    return {k: round(v, 4) for k, v in scores.items()}
+
+
+if __name__ == "__main__":
+    main()
