@@ -67,7 +67,7 @@ class Episode:
     def respond(self, gen: Generation, gen_s: float) -> tuple[Step, ParseResult]:
         """Parse one generation into a new step and append the assistant message."""
         if gen.native_calls is not None:
-            parsed = parse_tool_calls(gen.native_calls, gen.text, self.toolset)
+            parsed = parse_tool_calls(gen.native_calls, gen.text, self.toolset, gen.finish_reason)
         else:
             parsed = self.policy.dialect.parse(gen.text, self.toolset)
         step = Step(index=len(self.steps), raw=gen.text, calls=parsed.calls, errors=parsed.errors,

@@ -1,22 +1,56 @@
 """Who acts: ``make_policy(SPEC)`` builds a policy from a CLI spec.
 
 SPEC is ``expert``, ``hf:MODEL``, ``hf:MODEL@ADAPTER_DIR`` or ``openai:BASE_URL#MODEL``; MODEL is
-``smollm2-135m`` (the embedded default), a local path, or a hub id.
+``smollm2-135m`` (the embedded default), a local path, or a hub id. Options follow a ``?``:
+``dialect=NAME`` overrides the tool-call dialect the policy would pick for itself (for ``openai:``,
+a text dialect means the server returns raw text that the dialect parses), and for ``hf:``
+``render=template`` lets the model's chat template show the tools:
+``hf:Qwen/Qwen3-8B?dialect=hermes&render=template``. A spec with options is also the policy's
+default name, so two dialects of one model are two policies in a store.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from trajforge.parse import get_dialect
 from trajforge.policies.base import Generation, Policy, TurnRequest
 
 
+_SPEC_OPTIONS = {"dialect": "dialect", "render": "render_mode"}
+
+
+def _spec_options(spec: str) -> tuple[str, dict[str, Any]]:
+    """``SPEC?dialect=NAME&render=MODE`` → (SPEC, {"dialect": Dialect, "render_mode": MODE})."""
+    base, sep, query = spec.rpartition("?")
+    if not sep or "#" in query or "/" in query:  # no options (a '?' inside a URL is not ours)
+        return spec, {}
+    options: dict[str, Any] = {}
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if key not in _SPEC_OPTIONS or not value:
+            raise ValueError(f"bad policy option {pair!r} in {spec!r}: use dialect=NAME or render=dialect|template")
+        options[_SPEC_OPTIONS[key]] = value
+    if "dialect" in options:
+        try:
+            options["dialect"] = get_dialect(options["dialect"])
+        except KeyError as e:
+            raise ValueError(f"policy spec {spec!r}: {e.args[0]}") from None
+    if "render_mode" in options and not base.startswith("hf:"):
+        raise ValueError(f"policy spec {spec!r}: render= applies to hf: policies only")
+    return base, options
+
+
 def make_policy(spec: str, name: str | None = None, **options: Any) -> Policy:
+    base, spec_options = _spec_options(spec)
+    if spec_options:
+        name = name or spec
+    spec, options = base, {**options, **spec_options}
     kind, _, rest = spec.partition(":")
     if spec == "expert":
         from trajforge.policies.expert import ExpertPolicy
 
-        return ExpertPolicy(name=name or "expert")
+        return ExpertPolicy(name=name or "expert", dialect=options.get("dialect"))
     if kind == "hf" and rest:
         from trajforge.policies.hf import HFPolicy
 
@@ -28,7 +62,8 @@ def make_policy(spec: str, name: str | None = None, **options: Any) -> Policy:
         url, _, model = rest.rpartition("#")
         return OpenAIPolicy(url, model, name=name, **options)
     raise ValueError(
-        f"bad policy spec {spec!r}: use expert, hf:MODEL, hf:MODEL@ADAPTER_DIR or openai:BASE_URL#MODEL"
+        f"bad policy spec {spec!r}: use expert, hf:MODEL, hf:MODEL@ADAPTER_DIR or openai:BASE_URL#MODEL, "
+        "optionally followed by ?dialect=NAME"
     )
 
 

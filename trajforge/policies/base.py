@@ -27,6 +27,9 @@ class Generation(NamedTuple):
     completion_ids: list[int] | None = None
     native_calls: list | None = None
     """Structured calls when the backend returned them natively (OpenAI ``tool_calls``)."""
+    finish_reason: str | None = None
+    """Why generation stopped, where the backend says (OpenAI ``finish_reason``; ``length``: cut
+    by the token limit, so an unfinished native call is ``truncated``)."""
     completion_logprobs: list[float] | None = None
     """Log-probability of each sampled token, where the backend returns them (aligned with
     ``completion_ids``)."""

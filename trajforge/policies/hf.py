@@ -1,9 +1,13 @@
 """Local transformers policy: batched generation across episodes, optional LoRA adapter.
 
-Prompts are rendered by the dialect into chat messages and then by the tokenizer's own chat
-template, exactly as the SFT dataset builder renders them; generation is left-padded and batched
-across all episodes waiting for a turn. Prompt and sampled token ids are returned so training can
-use the exact tokens.
+Prompts are rendered by ``Dialect.chat_text`` — the dialect's chat messages through the
+tokenizer's own chat template — exactly as the SFT dataset builder renders them; with
+``render_mode="template"`` a chat template that takes ``tools`` shows them itself. Generation is
+left-padded and batched across all episodes waiting for a turn. Prompt and sampled token ids are
+returned so training can use the exact tokens.
+
+The dialect, unless given: the adapter's (what it was trained in), else the embedded model's,
+else ``Dialect.for_model(model, chat_template)``; the render mode likewise follows the adapter.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trajforge.parse import Dialect, get_dialect
+from trajforge.parse import RENDER_MODES, Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
 from trajforge.policies.models import EMBEDDED, default_dtype, resolve
 
@@ -85,6 +89,13 @@ def adapter_lineage(adapter: str | Path) -> list[str]:
     return chain[::-1]
 
 
+def _trained_with(adapter: str | None) -> dict:
+    """The adapter's meta (dialect, render mode) when it is a trajforge adapter, else empty."""
+    if adapter and (Path(adapter) / ADAPTER_META).exists():
+        return read_adapter_meta(adapter)
+    return {}
+
+
 class HFPolicy:
     def __init__(
         self,
@@ -99,12 +110,16 @@ class HFPolicy:
         share_prefix: bool = True,
         dtype: str = "auto",
         loaded=None,
+        render_mode: str | None = None,
     ):
         self.model_name = model
         self.adapter = adapter
         self.name = name or (f"hf:{model}@{adapter}" if adapter else f"hf:{model}")
-        default = EMBEDDED.get(model, {}).get("dialect", "hermes")
-        self.dialect = dialect or get_dialect(default)
+        trained = _trained_with(adapter)
+        self.render_mode = render_mode or trained.get("render_mode", "dialect")
+        """How prompts are rendered (``Dialect.chat_text``): ``dialect`` or ``template``."""
+        if self.render_mode not in RENDER_MODES:
+            raise ValueError(f"unknown render mode {self.render_mode!r}; use one of {', '.join(RENDER_MODES)}")
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.batch_size = batch_size
@@ -113,6 +128,9 @@ class HFPolicy:
         self._checked: set[str] = set()
         self._draws = 0
         self.model, self.tokenizer = loaded or load_model(model, adapter, dtype)
+        default = trained.get("dialect") or EMBEDDED.get(model, {}).get("dialect")
+        self.dialect = dialect or (get_dialect(default) if default else
+                                   Dialect.for_model(model, getattr(self.tokenizer, "chat_template", None)))
 
     def check_toolset(self, fingerprint: str) -> None:
         if self.adapter and fingerprint not in self._checked:
@@ -120,8 +138,7 @@ class HFPolicy:
             self._checked.add(fingerprint)
 
     def prompt_ids(self, req: TurnRequest) -> list[int]:
-        chat = self.dialect.to_chat(req.messages, req.toolset)
-        text = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        text = self.dialect.chat_text(self.tokenizer, req.messages, req.toolset, self.render_mode)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def act(self, requests: list[TurnRequest]) -> list[Generation]:

@@ -1,10 +1,13 @@
 """Policy over any OpenAI-compatible ``/v1/chat/completions`` server (vLLM, SGLang, DeepSeek API,
 ``trajforge serve``).
 
-By default tools go in the request's ``tools`` field and structured ``tool_calls`` come back; with
-``native_tools=False`` the dialect renders tools into the system prompt and the raw text is parsed
-by the dialect (for servers started without a tool-call parser). The API key is read from the
-environment variable named by ``api_key_env``; it is never stored.
+By default the policy speaks the ``openai`` dialect: tools go in the request's ``tools`` field and
+structured ``tool_calls`` come back (parsed, repaired and typed like any dialect's calls; a call
+cut by ``finish_reason: length`` is ``truncated``). With a text dialect (``dialect=``, or
+``native_tools=False`` for the model's own, ``Dialect.for_model(model)``) that dialect renders the
+tools into the system prompt and parses the raw text (servers started without a tool-call
+parser). The API key is read from the environment variable named by ``api_key_env``; it is never
+stored.
 
 ``act`` serves the batched loop (a thread per request); ``act_one`` is the async path the
 collection harness uses, one episode's turn at a time, over one ``httpx.AsyncClient`` per event
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import os
 import ssl
 from concurrent.futures import ThreadPoolExecutor
@@ -25,39 +27,6 @@ import httpx
 
 from trajforge.parse import Dialect, get_dialect
 from trajforge.policies.base import Generation, RequestFault, TurnRequest
-from trajforge.schema import Message
-
-
-def openai_messages(messages: list[Message]) -> list[dict]:
-    """Dialect-neutral messages → OpenAI chat messages with ``tool_calls`` and ``tool`` roles."""
-    out = []
-    for i, m in enumerate(messages):
-        if m.role == "assistant" and m.tool_calls:
-            calls = [{"id": c.id or f"call_{i}_{k}", "type": "function",
-                      "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                     for k, c in enumerate(m.tool_calls)]
-            out.append({"role": "assistant", "content": m.content or None, "tool_calls": calls})
-        elif m.role == "tool":
-            call_id = m.tool_call_id or _answered_id(messages, i)
-            if call_id is None:  # feedback on a call that was never made (parse error): plain text
-                out.append({"role": "user", "content": m.content})
-            else:
-                out.append({"role": "tool", "content": m.content, "tool_call_id": call_id})
-        else:
-            out.append({"role": m.role, "content": m.content})
-    return out
-
-
-def _answered_id(messages: list[Message], i: int) -> str | None:
-    """Id of the call a tool message answers (the k-th tool message after an assistant turn
-    answers its k-th call); None when there is no such call."""
-    k, j = 0, i - 1
-    while j >= 0 and messages[j].role == "tool":
-        k, j = k + 1, j - 1
-    calls = messages[j].tool_calls if j >= 0 else []
-    if k >= len(calls):
-        return None
-    return calls[k].id or f"call_{j}_{k}"
 
 
 POOL_SHARDS = 16
@@ -66,14 +35,20 @@ POOL_SHARDS = 16
 
 class OpenAIPolicy:
     def __init__(self, base_url: str, model: str, name: str | None = None, dialect: Dialect | None = None,
-                 native_tools: bool = True, temperature: float = 0.0, max_tokens: int = 512,
+                 native_tools: bool | None = None, temperature: float = 0.0, max_tokens: int = 512,
                  timeout_s: float = 120.0, batch_size: int = 16, api_key_env: str = "OPENAI_API_KEY",
                  token_ids: bool = False):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = name or f"openai:{base_url}#{model}"
-        self.dialect = dialect or get_dialect("hermes")
-        self.native_tools = native_tools
+        if dialect is None:
+            dialect = get_dialect("openai") if native_tools is not False else Dialect.for_model(model)
+        if native_tools is not None and native_tools != (dialect.name == "openai"):
+            raise ValueError(f"native_tools={native_tools} contradicts dialect {dialect.name!r}: native "
+                             "tool calls are the openai dialect; any other dialect parses raw text")
+        self.dialect = dialect
+        self.native_tools = dialect.name == "openai"
+        """Structured ``tools``/``tool_calls`` (the openai dialect) rather than rendered text."""
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.batch_size = batch_size
@@ -90,11 +65,9 @@ class OpenAIPolicy:
 
     def _payload(self, req: TurnRequest) -> dict:
         body = {"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        body["messages"] = self.dialect.to_chat(req.messages, req.toolset)
         if self.native_tools:
-            body["messages"] = openai_messages(req.messages)
             body["tools"] = req.toolset.openai()
-        else:
-            body["messages"] = self.dialect.to_chat(req.messages, req.toolset)
         if self.token_ids:
             body.update(logprobs=True, return_token_ids=True)
         return body
@@ -110,7 +83,8 @@ class OpenAIPolicy:
         text = msg.get("content") or ""
         tokens = _token_fields(data, choice)
         if self.native_tools:
-            return Generation(text=text, native_calls=msg.get("tool_calls") or [], **tokens)
+            return Generation(text=text, native_calls=msg.get("tool_calls") or [],
+                              finish_reason=choice.get("finish_reason"), **tokens)
         return Generation(text=text, **tokens)
 
     def _async_client(self, key: str) -> httpx.AsyncClient:

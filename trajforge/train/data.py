@@ -5,7 +5,8 @@ at inference: for each assistant turn, the text the chat template adds before it
 user turn, tool results, the ``assistant`` header) is a mask-0 segment, and the assistant's own
 text plus its end-of-turn token is a mask-1 segment. Tool results and prompts therefore never
 carry loss. Where the policy recorded the exact sampled token ids, those are used instead of
-re-tokenizing the text.
+re-tokenizing the text. The prompt text comes from ``Dialect.chat_text``, the very function the hf
+policy renders its prompts with (``render_mode`` included), so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from trajforge.parse import Dialect, get_dialect
-from trajforge.schema import Message, Toolset, Trajectory
+from trajforge.schema import Toolset, Trajectory
 
 
 class Sample(NamedTuple):
@@ -25,9 +26,16 @@ class TemplateError(ValueError):
     """The chat template does not extend earlier turns' text, so turns cannot be masked apart."""
 
 
-def _chat_text(tokenizer, dialect: Dialect, messages: list[Message], toolset: Toolset) -> str:
-    chat = dialect.to_chat(messages, toolset)
-    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+def training_dialect(trajs: list[Trajectory], model: str, tokenizer, name: str | None = None) -> Dialect:
+    """The one dialect a model is trained in (and its adapter then acts in): ``name`` when given;
+    else the text dialect all the trajectories were collected in (their raw texts and sampled
+    tokens are then learned verbatim); else the model's own (``Dialect.for_model``)."""
+    if name:
+        return get_dialect(name)
+    names = {t.dialect for t in trajs}
+    if len(names) == 1 and (only := names.pop()) != "openai":
+        return get_dialect(only)
+    return Dialect.for_model(model, getattr(tokenizer, "chat_template", None))
 
 
 def _encode(tokenizer, text: str) -> list[int]:
@@ -35,22 +43,28 @@ def _encode(tokenizer, text: str) -> list[int]:
 
 
 def render_sample(traj: Trajectory, tokenizer, toolset: Toolset, dialect: Dialect | None = None,
-                  only_turn: int | None = None) -> Sample:
+                  only_turn: int | None = None, render_mode: str = "dialect") -> Sample:
     """Render one trajectory into (input_ids, loss_mask).
 
     ``only_turn``: render up to that assistant turn (0-based) and put loss on it alone; earlier
-    turns become context. Per-turn DPO pairs are rendered this way.
+    turns become context. Per-turn DPO pairs are rendered this way. ``render_mode`` as for the hf
+    policy (``Dialect.chat_text``). A ``dialect`` other than the one the trajectory was collected
+    in re-renders every assistant turn from its calls: the raw texts and sampled tokens are in the
+    other format.
     """
     dialect = dialect or get_dialect(traj.dialect)
+    messages, steps = traj.messages, traj.steps
+    if dialect.name != traj.dialect:
+        messages, steps = [m.model_copy(update={"raw": None}) for m in messages], []
     eos = tokenizer.eos_token_id
     ids: list[int] = []
     mask: list[int] = []
     covered = ""  # template text already turned into tokens
     turn = 0
-    for i, msg in enumerate(traj.messages):
+    for i, msg in enumerate(messages):
         if msg.role != "assistant":
             continue
-        prefix = _chat_text(tokenizer, dialect, traj.messages[:i], toolset)
+        prefix = dialect.chat_text(tokenizer, messages[:i], toolset, render_mode)
         if not prefix.startswith(covered):
             raise TemplateError(
                 f"chat template of {getattr(tokenizer, 'name_or_path', 'tokenizer')} rewrites earlier "
@@ -59,7 +73,7 @@ def render_sample(traj: Trajectory, tokenizer, toolset: Toolset, dialect: Dialec
         delta = _encode(tokenizer, prefix[len(covered):])
         ids += delta
         mask += [0] * len(delta)
-        step = traj.steps[turn] if turn < len(traj.steps) else None
+        step = steps[turn] if turn < len(steps) else None
         text = msg.raw if msg.raw is not None else dialect.render_assistant(msg.content, msg.tool_calls)
         if step is not None and step.completion_ids:
             completion = list(step.completion_ids)  # exact sampled tokens, never re-tokenized

@@ -17,16 +17,17 @@ from trajforge.schema import Task
 
 class InLoopEval:
     def __init__(self, tasks: list[Task], model_name: str, every: int, dialect=None,
-                 harness: HarnessConfig | None = None, batch_size: int = 48):
+                 harness: HarnessConfig | None = None, batch_size: int = 48, render_mode: str = "dialect"):
         self.tasks, self.model_name, self.every = tasks, model_name, every
         self.dialect, self.harness, self.batch_size = dialect, harness or HarnessConfig(), batch_size
+        self.render_mode = render_mode
         self.history: list[dict[str, Any]] = []
 
     def run(self, net, tokenizer, step: int) -> dict[str, Any]:
         from trajforge.policies.hf import HFPolicy
 
         policy = HFPolicy(self.model_name, name=f"step-{step}", loaded=(net, tokenizer),
-                          dialect=self.dialect, batch_size=self.batch_size)
+                          dialect=self.dialect, batch_size=self.batch_size, render_mode=self.render_mode)
         trajs = [graded(t) for t in run_episodes(self.tasks, policy, self.harness)]
         s = summarize(trajs)
         metrics = {"step": step, "n": s["n"], "completion": s["completion"], "validity": s["validity"],

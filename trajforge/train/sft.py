@@ -18,10 +18,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from trajforge.envs import env_class
-from trajforge.parse import get_dialect
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
-from trajforge.train.data import Sample, render_sample
+from trajforge.train.data import Sample, render_sample, training_dialect
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import IGNORE, masked_lm_loss
 from trajforge.train.replay import mix_replay
@@ -39,6 +38,10 @@ class SFTConfig(LoraSettings):
     """Outcome tiers used as demonstrations."""
     replay_share: float = 0.0
     """Share of each epoch made of general-instruction replay samples (against forgetting)."""
+    dialect: str | None = None
+    """Tool-call dialect to train in; None: the trajectories' own, else the model's (data.training_dialect)."""
+    render_mode: str = "dialect"
+    """``dialect`` (its tool block) or ``template`` (the model's chat template renders the tools)."""
 
 
 class SFTResult(BaseModel):
@@ -134,9 +137,10 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     path = resolve(model)
     tok = AutoTokenizer.from_pretrained(path)
     toolset = env_class(data[0].env).toolset()
+    dialect = training_dialect(data, model, tok, cfg.dialect)
     samples = []
     for t in data:
-        s = render_sample(t, tok, toolset, get_dialect(t.dialect))
+        s = render_sample(t, tok, toolset, dialect, render_mode=cfg.render_mode)
         if len(s.input_ids) > cfg.max_len:
             skipped["too_long"] = skipped.get("too_long", 0) + 1
         else:
@@ -154,6 +158,9 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         inputs = collate(batch, pad)
         return masked_lm_loss(net, inputs["input_ids"], inputs["attention_mask"], inputs["labels"]), {}
 
+    if isinstance(evaluator, InLoopEval):  # in-loop evaluation acts in the dialect and renderer trained
+        evaluator.dialect = evaluator.dialect or dialect
+        evaluator.render_mode = cfg.render_mode
     hook = evaluator.hook(net, tok) if evaluator else None
     fitted = fit(net, len(batches), batches.__getitem__, loss_fn, cfg, out_dir, "sft", progress,
                  resume, hook)
@@ -165,6 +172,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
     )
     save_adapter(net, tok, out_dir, {
-        "recipe": "sft", "toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": data[0].dialect,
-        "base_model": model, "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
+        "recipe": "sft", "toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": dialect.name,
+        "render_mode": cfg.render_mode, "base_model": model, "config": cfg.model_dump(),
+        "result": result.model_dump(exclude={"losses"})})
     return result
