@@ -416,3 +416,10 @@ def test_template_supports_tools():
 
     assert template_supports_tools(QWEN3_TEMPLATE) and template_supports_tools(CODER_TEMPLATE)
     assert not template_supports_tools(CHATML) and not template_supports_tools(None)
+
+
+def test_named_chat_templates_are_read_together():
+    from trajforge.parse.detect import template_supports_tools
+
+    named = {"default": CHATML, "tool_use": CODER_TEMPLATE}
+    assert template_supports_tools(named) and Dialect.for_model("x", chat_template=named).name == "qwen3_xml"

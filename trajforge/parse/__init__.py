@@ -33,7 +33,7 @@ def get_dialect(name: str) -> Dialect:
     return DIALECTS[name]()
 
 
-def dialect_for_model(name_or_path: str, chat_template: str | None = None) -> Dialect:
+def dialect_for_model(name_or_path: str, chat_template: str | dict | None = None) -> Dialect:
     """The dialect for a model name or path (``Qwen/Qwen3-8B``), its chat template deciding when
     given; hermes by default."""
     return get_dialect(dialect_name_for_model(name_or_path, chat_template))

@@ -56,7 +56,7 @@ class Dialect:
         raise NotImplementedError  # abstract
 
     @classmethod
-    def for_model(cls, name_or_path: str, chat_template: str | None = None) -> "Dialect":
+    def for_model(cls, name_or_path: str, chat_template: str | dict | None = None) -> "Dialect":
         """The dialect for a model: its chat template's call markers when given, else its name
         (see ``trajforge.parse.detect``); hermes when neither says."""
         from trajforge.parse import dialect_for_model  # the registry imports this module

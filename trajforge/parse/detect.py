@@ -44,9 +44,17 @@ _OPENAI = re.compile(r'\s*(?:\{\s*"(?:id|object|created|model|choices|index|mess
                      r'finish_reason)"\s*:|\[\s*\{\s*"(?:id|type|index|function)"\s*:)')
 
 
-def template_supports_tools(chat_template: str | None) -> bool:
+def _template_text(chat_template: str | dict | None) -> str:
+    """A tokenizer's ``chat_template``: one string, or several named ones (``{"default": ...,
+    "tool_use": ...}``), read together."""
+    if isinstance(chat_template, dict):
+        return "\n".join(t for t in chat_template.values() if isinstance(t, str))
+    return chat_template or ""
+
+
+def template_supports_tools(chat_template: str | dict | None) -> bool:
     """True when a chat template renders a ``tools`` argument (it mentions ``tools`` at all)."""
-    return bool(chat_template) and "tools" in chat_template
+    return "tools" in _template_text(chat_template)
 
 
 def _marked(text: str) -> str | None:
@@ -56,14 +64,14 @@ def _marked(text: str) -> str | None:
     return None
 
 
-def dialect_name_for_model(name_or_path: str, chat_template: str | None = None) -> str:
+def dialect_name_for_model(name_or_path: str, chat_template: str | dict | None = None) -> str:
     """Dialect name for a model; ``hermes`` when nothing matches.
 
     The chat template decides when given and it shows a family's call markers (a fine-tune keeps
     its base model's template under any name); then the name (which may itself be a template, as
     older callers pass one); ``hermes`` otherwise, which is also what the embedded SmolLM2 uses.
     """
-    found = (_marked(chat_template) if chat_template else None) or _marked(name_or_path)
+    found = _marked(_template_text(chat_template)) or _marked(name_or_path)
     if found:
         return found
     lowered = name_or_path.lower()
