@@ -6,20 +6,18 @@ Each task's reference is what ``tests.openai_server`` replays, so the "model" ca
 
 from __future__ import annotations
 
-import threading
+import os
+import time
 
 from trajforge.envs import Environment, ToolError, Verdict, make_env
 from trajforge.schema import Task, ToolCall
-
-FOREVER = threading.Event()  # never set: waiting on it hangs
-
 
 class FaultyEnv(Environment):
     """``wait`` hangs forever, ``flaky`` crashes on its first ``crashes`` calls, ``submit_answer``
     ends the episode. Class counters are per process (tests reset them)."""
 
     name = "faulty"
-    tool_names = ("wait", "flaky", "submit_answer")
+    tool_names = ("wait", "flaky", "pid", "submit_answer")
     final_tool = "submit_answer"
     crashes = 0
     """How many ``flaky`` calls still crash (shared by all instances)."""
@@ -35,8 +33,12 @@ class FaultyEnv(Environment):
 
     def wait(self) -> str:
         """Wait for an event that never comes."""
-        FOREVER.wait()
-        return "never"
+        while True:
+            time.sleep(3600)
+
+    def pid(self) -> str:
+        """The id of the process this environment runs in."""
+        return str(os.getpid())
 
     def flaky(self) -> str:
         """Return ok, unless the backend crashes."""
