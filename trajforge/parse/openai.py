@@ -280,19 +280,23 @@ class OpenAIDialect(Dialect):
         """A response whose JSON stops before its end: the calls written out before the cut are
         read, the one the cut falls in is ``truncated``, nothing is completed by guessing."""
         stack, in_str = _open_brackets(body, 0)
+        for depth, pos in enumerate(stack):
+            key = _TOOL_CALLS_OPEN.search(body, 0, pos) if body[pos] == "[" else None
+            if key is None:
+                continue
+            calls, cut_inside = self._calls_before_cut(body, pos)
+            # The content (written before the calls) from the text before the key alone: repairing
+            # the whole response would also re-read every call, which is the slow part.
+            message, _ = _unwrap(_repaired(body[:key.start()].rstrip().rstrip(",")))
+            result = parse_tool_calls(calls, message.get("content") if message else None, toolset)
+            if not calls:
+                result.errors.clear()
+            if cut_inside or depth < len(stack) - 1 or in_str or not calls:
+                result.errors.append(_truncated())
+                return result
+            return _with_repairs(result, [_UNCLOSED])
         envelope = _repaired(body)
         message, _ = _unwrap(envelope)
-        content = message.get("content") if message else None
-        for depth, pos in enumerate(stack):
-            if body[pos] == "[" and _TOOL_CALLS_OPEN.search(body, 0, pos):
-                calls, cut_inside = self._calls_before_cut(body, pos)
-                result = parse_tool_calls(calls, content, toolset)
-                if not calls:
-                    result.errors.clear()
-                if cut_inside or depth < len(stack) - 1 or in_str or not calls:
-                    result.errors.append(_truncated())
-                    return result
-                return _with_repairs(result, [_UNCLOSED])
         # The cut is outside any tool_calls list: before it began, or after it closed.
         result = self.parse_response(envelope, toolset) if message else ParseResult(text="")
         if result.calls:
