@@ -25,4 +25,5 @@ def test_demo_writes_metrics_and_report(tmp_path):
                                          "train sft", "evaluate base", "evaluate tuned", "total"}
     html = (out / "report.html").read_text()
     assert "<table>" in html and "tuned" in html and "base" in html
+    assert "Flipped tasks: base → tuned" in html and 'src="data:image/png;base64,' in html  # trajforge report
     assert "held-out split" in res.output
