@@ -101,3 +101,18 @@ def test_cli(run_dir, tmp_path):
     assert res.exit_code == 2 and "policy 'nobody' is not in" in res.output
     res = runner.invoke(app, ["report", str(tmp_path / "missing")])
     assert res.exit_code == 2 and "does not exist" in res.output
+
+
+def test_ungraded_episodes_and_the_flip_cap(run_dir, tmp_path, monkeypatch):
+    from trajforge.eval import report
+    from trajforge.store import TrajectoryStore
+
+    store = TrajectoryStore(tmp_path / "store")
+    for t in run_dir.episodes:
+        ungraded = t.policy == "base" and t.task_id == run_dir.improved[1]
+        store.append(t.model_copy(update={"outcome": None, "reward": None}) if ungraded else t)
+    monkeypatch.setattr(report, "MAX_FLIP_EPISODES", 3)
+    page = write_report(tmp_path).read_text()
+    assert 'class="badge tier-ungraded">ungraded' in page
+    assert page.count('<section class="flip"') == 3 and "The first 3 of 10 flipped tasks" in page
+    assert page.count("not rendered") == 7
