@@ -423,3 +423,17 @@ def test_named_chat_templates_are_read_together():
 
     named = {"default": CHATML, "tool_use": CODER_TEMPLATE}
     assert template_supports_tools(named) and Dialect.for_model("x", chat_template=named).name == "qwen3_xml"
+
+
+@pytest.mark.parametrize("name,template", [
+    ("hermes", '<tool_call>{{"name": "ping", "arguments": {}}}</tool_call>'),
+    ("llama3_json", '{{"name": "ping", "parameters": {}}}'),
+    ("mistral", '[TOOL_CALLS][{{"name": "ping", "arguments": {}}}]'),
+    ("openai", '[{{"type": "function", "function": {{"name": "ping", "arguments": {}}}}}]'),
+])
+def test_unreadable_string_arguments_are_malformed_not_empty(name, template):
+    d = get_dialect(name)
+    bad = d.parse(template.format('"garbage"'), TOOLS)
+    assert bad.calls == [] and [e.kind for e in bad.errors] == ["malformed"]  # ping is never called with {}
+    good = d.parse(template.format('"{}"'), TOOLS)
+    assert good.calls == [ToolCall(name="ping")] and not good.errors

@@ -209,3 +209,13 @@ def test_bare_deltas_are_accepted_too():
     assert acc.message == {"role": "assistant", "content": "Hi. ", "tool_calls": [
         {"type": "function", "function": {"name": "ping", "arguments": "{}"}, "id": "x"}]}
     assert acc.finish(TOOLS).calls == [ToolCall(name="ping", id="x")]
+
+
+@pytest.mark.parametrize("arguments,kind", [
+    ('"hello"', "invalid_args"),  # a JSON string, not an object: never read as "no arguments"
+    ('"{not json at all"', "malformed"),
+    ("hello", "malformed"),
+])
+def test_arguments_that_are_no_object_never_become_empty_arguments(arguments, kind):
+    res = parse_tool_calls([tc("ping", arguments)], None, TOOLS)
+    assert res.calls == [] and kinds(res) == ([kind], [])

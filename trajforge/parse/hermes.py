@@ -17,7 +17,7 @@ import re
 from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
-from trajforge.parse.scan import load_json, read_block
+from trajforge.parse.scan import load_json, load_string_arguments, read_block
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
@@ -118,8 +118,11 @@ class HermesDialect(Dialect):
             return
         args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
         if isinstance(args, str):  # OpenAI-style stringified arguments
-            args = self._load(args, repairs)
-            repairs.append(Repair(kind="string_arguments", detail="arguments given as a JSON string"))
+            args = load_string_arguments(args, repairs)
+            if args is None:
+                found.errors.append(CallError(kind="malformed", message=(
+                    'Tool call arguments are not JSON. Use {"name": "...", "arguments": {...}}.')))
+                return
         call, error, arg_repairs = validate_call(obj.get("name"), args, toolset)
         if error:
             found.errors.append(error)

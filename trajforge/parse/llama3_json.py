@@ -14,7 +14,7 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    add_call, join_text, load_json, malformed, no_call, read_json_at, truncated, with_instructions,
+    add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, truncated, with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
@@ -69,8 +69,10 @@ class Llama3JSONDialect(Dialect):
                 continue
             args = obj.get("parameters", obj.get("arguments"))
             if isinstance(args, str):  # stringified arguments, OpenAI habit
-                args = load_json(args, repairs)
-                repairs.append(Repair(kind="string_arguments", detail="parameters given as a JSON string"))
+                args = load_string_arguments(args, repairs, "parameters given as a JSON string")
+                if args is None:
+                    result.errors.append(malformed(HINT, "Tool call parameters are not JSON"))
+                    continue
             add_call(result, obj.get("name"), args, toolset, repairs)
             pos = search_from = _SEPARATORS.match(text, pos).end()
         pieces.append(text[pos:])

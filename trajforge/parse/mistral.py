@@ -14,7 +14,8 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    add_call, join_text, load_json, malformed, no_call, read_json_at, truncated, with_instructions,
+    add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, truncated,
+    with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
@@ -107,8 +108,10 @@ class MistralDialect(Dialect):
             return
         args = item.get("arguments", item.get("parameters"))
         if isinstance(args, str):
-            args = load_json(args, repairs)
-            repairs.append(Repair(kind="string_arguments", detail="arguments given as a JSON string"))
+            args = load_string_arguments(args, repairs)
+            if args is None:
+                result.errors.append(malformed(HINT, "Tool call arguments are not JSON"))
+                return
         add_call(result, item.get("name"), args, toolset, repairs)
 
     def _salvage(self, text: str, at: int, toolset: Toolset, result: ParseResult) -> None:

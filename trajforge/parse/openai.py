@@ -81,12 +81,18 @@ def _arguments(raw: Any, last_cut: bool, repairs: list[Repair]) -> tuple[Any, Ca
         if unclosed and (last_cut or brace != -1):
             return None, _truncated()  # the string stops inside the object: never guess the rest
         value = load_json(body, repairs)
-        if value is None:
-            return None, _error("malformed", f"Tool call arguments are not a JSON object. Use {SHAPE}.")
-    if isinstance(value, str):  # double-encoded: a JSON string holding the JSON object
-        value = load_json(value, [])
+        if not isinstance(value, dict):
+            return None, _not_an_object()
+    if isinstance(value, str) and value.lstrip().startswith("{"):  # a JSON string holding the object
+        value = load_json(value, repairs)
+        if not isinstance(value, dict):
+            return None, _not_an_object()
         repairs.append(Repair(kind="double_encoded", detail="arguments JSON-encoded twice"))
     return value, None
+
+
+def _not_an_object() -> CallError:
+    return _error("malformed", f"Tool call arguments are not a JSON object. Use {SHAPE}.")
 
 
 def parse_tool_calls(tool_calls: Any, content: Any, toolset: Toolset,

@@ -64,6 +64,18 @@ def load_json(body: str, repairs: list[Repair]) -> Any:
     return fixed
 
 
+def load_string_arguments(raw: str, repairs: list[Repair], detail: str = "arguments given as a JSON string") -> Any:
+    """Arguments written as a JSON *string* (an OpenAI habit), decoded with the repair recorded.
+
+    None when the string holds nothing readable: the caller reports that as ``malformed``, never
+    as "no arguments", so a tool without required parameters is not called with defaulted ones.
+    """
+    value = load_json(raw, repairs)
+    if value is not None:
+        repairs.append(Repair(kind="string_arguments", detail=detail))
+    return value
+
+
 class Span(NamedTuple):
     """One JSON value read at a position."""
 
