@@ -18,6 +18,7 @@ directory, and the browser process group killed on exit whatever happened.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import queue
@@ -37,6 +38,13 @@ class BrowserError(RuntimeError):
     pass
 
 
+def _high(fd: int) -> int:
+    """The same pipe end under a number >= 10 (the original number is closed)."""
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return high
+
+
 class Browser:
     def __init__(self, binary: str, width: int = 1400, height: int = 1000):
         self.binary = binary
@@ -53,12 +61,8 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="trajforge-chromium-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
-
-        def wire_fds() -> None:  # in the child: the pipe ends become fds 3 and 4
-            a, b = os.dup(to_browser_r), os.dup(from_browser_w)
-            os.dup2(a, 3, inheritable=True)
-            os.dup2(b, 4, inheritable=True)
-            os.setsid()  # own process group, so all of Chromium's children die with it
+        # Chromium's ends get numbers >= 10 so that moving them to 3 and 4 cannot clobber each other.
+        to_browser_r, from_browser_w = _high(to_browser_r), _high(from_browser_w)
 
         args = [self.binary, "--headless", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run",
                 "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
@@ -66,7 +70,12 @@ class Browser:
                 f"--window-size={self.size[0]},{self.size[1]}", "about:blank"]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # Chromium refuses to run its sandbox as root
-        self.proc = subprocess.Popen(args, preexec_fn=wire_fds, close_fds=False, stdin=subprocess.DEVNULL,
+        # The pipe ends must be fds 3 and 4 in Chromium: bash's exec redirections put them there
+        # (dash cannot name fds above 9; preexec_fn is unsafe in a process with threads, such as a
+        # test's server). Its own session, so killing the group takes Chromium's children too.
+        wire = f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w} {to_browser_r}<&- {from_browser_w}>&-'
+        self.proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", wire, *args], pass_fds=(to_browser_r, from_browser_w),
+                                     start_new_session=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         os.close(to_browser_r)
         os.close(from_browser_w)
