@@ -8,7 +8,7 @@ Each POST to ``/v1/chat/completions`` takes the next script item: a string is th
 message content; a ``Status`` is an HTTP error reply (with optional headers such as
 ``Retry-After``); a callable gets the request body and returns either. When the script runs out
 the server answers 500, so a test that asks for more than it scripted fails loudly instead of
-hanging. (``tests/chat_server.py`` is the other test server: it follows task references and
+hanging. (``tests/openai_server.py`` is the other test server: it follows task references and
 injects random faults, for harness and benchmark runs.)
 """
 
