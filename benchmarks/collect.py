@@ -1,6 +1,6 @@
 """Collection throughput vs concurrency, and the harness's own cost per step.
 
-    .venv/bin/python benchmarks/collect.py [--latency 0.2] [--levels 1,8,32,128] [--waves 4]
+    .venv/bin/python benchmarks/collect.py [--latency 0.2] [--levels 1,8,32,128] [--waves 8]
 
 Starts the scripted OpenAI-compatible server of the tests (``tests/openai_server.py``) in a
 subprocess — its own interpreter, so it does not share the GIL with the harness — with
@@ -23,6 +23,7 @@ inflates wall times, much less CPU times).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -60,11 +61,32 @@ def run_level(tasks, url: str, concurrency: int, episodes: int) -> dict:
             "tool": tool}
 
 
+def http_client_cpu(url: str, prompt: str, requests: int = 300) -> float:
+    """CPU seconds per bare ``httpx.AsyncClient`` POST to the zero-latency server (no harness), for
+    scale: the HTTP client is most of the per-step CPU."""
+    import asyncio
+
+    import httpx
+
+    body = {"model": "bench", "messages": [{"role": "system", "content": "x" * 2000},
+                                           {"role": "user", "content": prompt}]}
+
+    async def go() -> float:
+        async with httpx.AsyncClient() as client:
+            await client.post(f"{url}/chat/completions", json=body)  # connect outside the clock
+            c0 = time.process_time()
+            for _ in range(requests):
+                await client.post(f"{url}/chat/completions", json=body)
+            return (time.process_time() - c0) / requests
+
+    return asyncio.run(go())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--levels", default="1,8,32,128")
-    ap.add_argument("--waves", type=int, default=4, help="episodes per level = waves * concurrency")
+    ap.add_argument("--waves", type=int, default=8, help="episodes per level = waves * concurrency")
     ap.add_argument("--overhead-episodes", type=int, default=100)
     args = ap.parse_args()
     from trajforge.tasks import synthesize
@@ -81,6 +103,7 @@ def main() -> None:
             levels = [int(x) for x in args.levels.split(",")]
             rows = [(c, run_level(tasks, slow_url, c, max(8, args.waves * c))) for c in levels]
             over = run_level(tasks, fast_url, 1, args.overhead_episodes)
+            bare = http_client_cpu(fast_url, tasks[0].prompt)
         finally:
             slow.kill()
             fast.kill()
@@ -104,6 +127,9 @@ def main() -> None:
     print(f"  tool calls             {over['tool'] / steps * 1e6:>9.0f} us   (SQLite, on the episode's thread)")
     print(f"  harness overhead       {rest / steps * 1e6:>9.0f} us   (wall - request - tool)")
     print(f"  process CPU per step   {over['cpu'] / steps * 1e6:>9.0f} us   (all threads of this process)")
+    print(f"  of which HTTP client  ~{bare * 1e6:>9.0f} us   (CPU of one bare httpx POST, measured alone)")
+    print(f"\nload average during the run: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
