@@ -206,3 +206,19 @@ def test_event_log_records_requests_tools_and_what_was_in_flight(sql_tasks, tmp_
     log.close()
     [r] = interrupted_runs(tmp_path)
     assert (r.run, r.episodes, r.requests, r.tool_calls) == ("killed", ["a#0", "b#0"], 1, 1)
+
+
+def test_retry_faults_reruns_only_env_fault_episodes_and_the_success_supersedes(sql_tasks, tmp_path):
+    pool = sql_tasks[:30]  # a policy's name is part of the key: keep it across server restarts
+    with OpenAIServer(pool, fault_rate=0.3, seed=5) as srv:
+        first = collect(pool, policy(srv, name="server"), tmp_path, show_progress=False,
+                        scale=CollectConfig(concurrency=8, retries=0, **FAST))
+    faulted = {t.task_id for t in first if t.outcome.tier == "env_fault"}
+    assert faulted and len(faulted) < len(pool)
+    with OpenAIServer(pool) as srv:
+        assert collect(pool, policy(srv, name="server"), tmp_path, show_progress=False) == []  # faults count as done
+        again = collect(pool, policy(srv, name="server"), tmp_path, show_progress=False, retry_faults=True)
+    assert {t.task_id for t in again} == faulted and all(t.outcome.tier == "success" for t in again)
+    store = TrajectoryStore(tmp_path)
+    assert len(store.read()) == len(pool) and store.duplicates == len(faulted)
+    assert all(t.outcome.tier == "success" for t in store.read())
