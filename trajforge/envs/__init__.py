@@ -11,6 +11,7 @@ def env_class(name: str) -> type[Environment]:
     ``mcp:PATH/tools.json`` names a tool-list environment built from that JSON and the sibling
     ``tools.py`` (``trajforge.envs.mcp``); any other name is a built-in.
     """
+    from trajforge.envs.code import CodeEnv
     from trajforge.envs.mcp import PREFIX, mcp_env_class
     from trajforge.envs.sql import SqlEnv
     from trajforge.envs.travel import TravelEnv
@@ -19,7 +20,7 @@ def env_class(name: str) -> type[Environment]:
     if name.startswith(PREFIX):
         return mcp_env_class(name[len(PREFIX):], name=name)
     registry: dict[str, type[Environment]] = {SqlEnv.name: SqlEnv, TravelEnv.name: TravelEnv,
-                                              WebEnv.name: WebEnv}
+                                              WebEnv.name: WebEnv, CodeEnv.name: CodeEnv}
     if name not in registry:
         raise KeyError(f"unknown environment {name!r}; known: {sorted(registry)}")
     return registry[name]
