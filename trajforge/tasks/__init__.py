@@ -31,10 +31,17 @@ def _web(n: int, seed: int) -> SynthReport:
     return generate_web_tasks(n, seed=seed)
 
 
+def _code(n: int, seed: int) -> SynthReport:
+    from trajforge.tasks.code import generate_code_tasks
+
+    return generate_code_tasks(n, seed=seed)
+
+
 GENERATORS: dict[str, Callable[[int, int], SynthReport]] = {
     "sql": _sql,
     "travel": _travel,
     "web": _web,
+    "code": _code,
 }
 """Template generator per environment name: ``generator(n, seed)``."""
 
