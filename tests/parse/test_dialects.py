@@ -437,3 +437,16 @@ def test_unreadable_string_arguments_are_malformed_not_empty(name, template):
     assert bad.calls == [] and [e.kind for e in bad.errors] == ["malformed"]  # ping is never called with {}
     good = d.parse(template.format('"{}"'), TOOLS)
     assert good.calls == [ToolCall(name="ping")] and not good.errors
+
+
+def test_damaged_json_beyond_the_repair_limit_is_malformed_and_strict_json_of_any_size_parses():
+    from trajforge.parse.scan import REPAIR_LIMIT
+
+    big = "x" * (REPAIR_LIMIT + 10)
+    hermes = get_dialect("hermes")
+    ok = f'<tool_call>{{"name": "search", "arguments": {{"query": "{big}"}}}}</tool_call>'
+    assert hermes.parse(ok, TOOLS).calls == [ToolCall(name="search", arguments={"query": big})]
+    small = hermes.parse(ok.replace(big, "x").replace('"query"', "'query'"), TOOLS)
+    assert [r.kind for r in small.repairs] == ["json_repair"]  # the same damage, small: repaired
+    res = hermes.parse(ok.replace('"query"', "'query'"), TOOLS)
+    assert res.calls == [] and [e.kind for e in res.errors] == ["malformed"]

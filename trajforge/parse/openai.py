@@ -28,10 +28,8 @@ import json
 import re
 from typing import Any
 
-import json_repair
-
 from trajforge.parse.base import Dialect, ParseResult
-from trajforge.parse.scan import load_json, match_close, read_json_at
+from trajforge.parse.scan import load_json, match_close, read_json_at, repair_json
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
@@ -293,7 +291,7 @@ class OpenAIDialect(Dialect):
             calls, cut_inside = self._calls_before_cut(body, pos)
             # The content (written before the calls) from the text before the key alone: repairing
             # the whole response would also re-read every call, which is the slow part.
-            message, _ = _unwrap(_repaired(body[:key.start()].rstrip().rstrip(",")))
+            message, _ = _unwrap(repair_json(body[:key.start()].rstrip().rstrip(",")))
             result = parse_tool_calls(calls, message.get("content") if message else None, toolset)
             if not calls:
                 result.errors.clear()
@@ -301,7 +299,7 @@ class OpenAIDialect(Dialect):
                 result.errors.append(_truncated())
                 return result
             return _with_repairs(result, [_UNCLOSED])
-        envelope = _repaired(body)
+        envelope = repair_json(body)
         message, _ = _unwrap(envelope)
         # The cut is outside any tool_calls list: before it began, or after it closed.
         result = self.parse_response(envelope, toolset) if message else ParseResult(text="")
@@ -329,11 +327,6 @@ class OpenAIDialect(Dialect):
             i = span.end
 
 
-def _repaired(body: str) -> Any:
-    try:
-        return json_repair.loads(body)
-    except (RecursionError, ValueError, TypeError):
-        return None
 
 
 def _with_repairs(result: ParseResult, repairs: list[Repair]) -> ParseResult:

@@ -9,6 +9,7 @@ contain ``}``, ``]`` or a closing fence, and what tells a call cut off at the en
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 import json_repair
@@ -21,29 +22,49 @@ _OPEN, _CLOSE = "{[(", "}])"
 _DECODER = json.JSONDecoder()
 
 
+# Outside strings only brackets and quotes matter: the text between two closers or quotes is one
+# match whose openers are counted in C, so a megabyte of "[[[[" (or of prose) is a few steps rather
+# than a million. Inside a string: its quote, or a backslash and the character it escapes.
+_TOKENS = re.compile(r"""[^\]})"']+|[\]})]+|["']""")
+_IN_STRING = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+
+
 def match_close(text: str, start: int, quotes: str = "\"'") -> int | None:
     """Index just past the bracket closing ``text[start]`` (one of ``{[(``), or None when the text
     ends first. Brackets inside quoted strings (either quote kind, backslash escapes) are skipped."""
-    depth, quote, esc = 0, "", False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if quote:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == quote:
-                quote = ""
-            continue
-        if ch in quotes:
-            quote = ch
-        elif ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return i + 1
+    depth, pos = 0, start
+    while (m := _TOKENS.search(text, pos)) is not None:
+        token, pos = m.group(), m.end()
+        if token[0] in _CLOSE:
+            if 0 < depth <= len(token):
+                return m.start() + depth
+            depth -= len(token)
+        elif token in quotes:
+            inside = _IN_STRING[token]
+            while (q := inside.search(text, pos)) is not None and q.group() == "\\":
+                pos = q.end() + 1  # an escaped character, whatever it is
+            if q is None:
+                return None
+            pos = q.end()
+        elif token not in "\"'":
+            depth += token.count("{") + token.count("[") + token.count("(")
     return None
+
+
+REPAIR_LIMIT = 100_000
+"""Largest damaged JSON handed to json-repair, in characters. It is pure Python (about 10 µs a
+character), so a damaged megabyte would hold a parse for seconds; a call that large and broken is
+reported malformed instead — the model can resend it — and strict JSON of any size still parses."""
+
+
+def repair_json(body: str) -> Any:
+    """json-repair's reading of ``body``; None when it is too large to repair or nested too deep."""
+    if len(body) > REPAIR_LIMIT:
+        return None
+    try:
+        return json_repair.loads(body)
+    except RecursionError:
+        return None
 
 
 def load_json(body: str, repairs: list[Repair]) -> Any:
@@ -54,10 +75,7 @@ def load_json(body: str, repairs: list[Repair]) -> Any:
         pass
     except RecursionError:  # nested deeper than the interpreter allows: no call looks like that
         return None
-    try:
-        fixed = json_repair.loads(body)
-    except RecursionError:
-        return None
+    fixed = repair_json(body)
     if fixed in ("", None, [], {}) and body.strip() not in ("{}", "[]"):
         return None
     repairs.append(Repair(kind="json_repair", detail=body[:80]))
