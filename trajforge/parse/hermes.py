@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import load_json, load_string_arguments, read_block
-from trajforge.parse.validate import validate_call
+from trajforge.parse.validate import surely_valid_call, validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -89,8 +89,13 @@ class HermesDialect(Dialect):
             pieces.append(text[pos:start])
             fast = _fast_block(text, start + len(OPEN))
             if fast is not None:
-                self._accept(fast[0], [], toolset, found)
-                pos = fast[1]
+                obj, pos = fast
+                call = surely_valid_call(obj.get("name"), obj.get("arguments"), toolset) \
+                    if type(obj) is dict else None
+                if call is not None:
+                    found.calls.append(call)
+                else:  # anything else about it (string arguments, coercion, errors): the full path
+                    self._accept(obj, [], toolset, found)
             else:  # anything but clean JSON between the tags: the tolerant path
                 block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
                 self._parse_block(block.body.strip(), block.closed, toolset, found)
