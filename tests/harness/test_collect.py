@@ -222,3 +222,16 @@ def test_retry_faults_reruns_only_env_fault_episodes_and_the_success_supersedes(
     store = TrajectoryStore(tmp_path)
     assert len(store.read()) == len(pool) and store.duplicates == len(faulted)
     assert all(t.outcome.tier == "success" for t in store.read())
+
+
+def test_episode_deadline_cuts_a_hung_tool_and_abandons_its_thread():
+    pool = [faulty_task(0, "wait")]
+    executor = AsyncioExecutor(factory)
+    with OpenAIServer(pool) as srv:
+        t0 = time.perf_counter()
+        [t] = collect_episodes(pool, policy(srv), executor=executor,
+                               cfg=CollectConfig(tool_timeout_s=60, episode_timeout_s=1.0))
+        elapsed = time.perf_counter() - t0
+    assert graded(t).outcome.fail_reason == "episode_timeout" and t.steps[0].calls[0].name == "wait"
+    # The environment is busy on its thread: abandoned at once, not closed after a wait.
+    assert executor.threads.abandoned == 1 and elapsed < 1.0 + 2.5

@@ -118,7 +118,8 @@ class _EpisodeRun:
         self.turn: tuple[Step, ParseResult, float] | None = None
         """The step being executed (kept so an interrupted turn is still recorded)."""
         self.in_env = False
-        """True while a call is in the environment (then an interrupted env cannot be reused)."""
+        """True while a call is in the environment; still True if the episode deadline cut the
+        call short, and then the environment (busy on its thread) is abandoned, never closed."""
         self.stuck = False
 
     def fault(self, kind: str, message: str, attempt: int, elapsed_s: float, retried: bool) -> None:
@@ -134,7 +135,6 @@ class _EpisodeRun:
     async def open_env(self) -> EnvHandle:
         for attempt in range(self.cfg.retries + 1):
             t0 = time.perf_counter()
-            self.in_env = True
             try:
                 return await self.run.executor.open(self.task, self.cfg.tool_timeout_s)
             except EnvFault as e:
@@ -142,8 +142,6 @@ class _EpisodeRun:
                 self.fault(e.kind, e.message, attempt, time.perf_counter() - t0, retry)
                 if not retry:
                     raise _Ended from None
-            finally:
-                self.in_env = False
             await self.backoff(attempt)
         raise AssertionError("unreachable: the last attempt raises or returns")
 
@@ -175,7 +173,7 @@ class _EpisodeRun:
         for attempt in range(self.cfg.retries + 1):
             log.write("tool_start", key=self.key, turn=turn, name=call.name)
             t0 = time.perf_counter()
-            self.in_env = True
+            self.in_env = True  # stays True if the episode deadline interrupts the call
             try:
                 out = await self.handle.execute(call, self.cfg.tool_timeout_s)
             except EnvFault as e:
@@ -184,8 +182,7 @@ class _EpisodeRun:
                           latency_s=round(time.perf_counter() - t0, 4), status="timeout")
                 self.fault(e.kind, e.message, attempt, time.perf_counter() - t0, False)
                 raise _Ended from None
-            finally:
-                self.in_env = False
+            self.in_env = False
             res = out.result
             status = "ok" if res.ok else "fault" if res.fault else "error"
             log.write("tool", key=self.key, turn=turn, name=call.name,
@@ -223,8 +220,7 @@ class _EpisodeRun:
             self.stuck = True
             self.fault(e.kind, e.message, 0, e.elapsed_s, False)
             raise _Ended from None
-        finally:
-            self.in_env = False
+        self.in_env = False
 
     def abort(self) -> None:
         """End the episode as an env fault where it stands (its last fault says why)."""
