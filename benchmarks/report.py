@@ -33,7 +33,8 @@ def main() -> None:
     from trajforge.eval import plots, report
     from trajforge.eval.rundir import load_run, pick_pair
 
-    root = Path(tempfile.mkdtemp(prefix="trajforge-bench-report-")) / "run"
+    tmp = tempfile.TemporaryDirectory(prefix="trajforge-bench-report-")
+    root = Path(tmp.name) / "run"
     shard = write_store(root / "eval_store", args.episodes)
     write_curves(root / "adapter" / "curves.jsonl")
     (root / "metrics.json").write_text(json.dumps({"model": "bench", "policies": {"base": {}, "tuned": {}}}))
@@ -75,6 +76,7 @@ def main() -> None:
           f"CPU {cpu / TARGET_S:.2f}× of budget")
     print(f"  CPU by stage (last run): read run {statistics.median(loads):.2f} s, "
           + ", ".join(f"{k} {v:.2f} s" for k, v in spent.items()))
+    tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ def main() -> None:
     from trajforge.eval.catalog import Catalog
     from trajforge.eval.viewer import ViewerServer
 
-    root = Path(tempfile.mkdtemp(prefix="trajforge-bench-viewer-")) / "store"
+    tmp = tempfile.TemporaryDirectory(prefix="trajforge-bench-viewer-")
+    root = Path(tmp.name) / "store"
     shard = write_store(root, args.episodes)
     t0 = time.perf_counter()
     catalog = Catalog(root)
@@ -91,6 +92,7 @@ def main() -> None:
     conn.close()
     server.shutdown()
     server.server_close()
+    tmp.cleanup()
 
 
 if __name__ == "__main__":
