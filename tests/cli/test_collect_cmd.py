@@ -108,6 +108,6 @@ def test_sigkill_at_20_random_moments_then_resume_gives_each_episode_once(tmp_pa
     keys = [(t.task_id, t.sample) for t in records]
     assert len(keys) == 300 and len(set(keys)) == 300  # exactly once each, even in the raw shards
     assert len(store.torn) <= 20 and all(t.outcome.tier == "success" for t in records)
-    assert len(interrupted_runs(out)) >= 10
+    assert interrupted_runs(out) == []  # the finished run closed the books on the killed ones
     assert [p.name for p in store.shards()] == ["shard-0.jsonl"]  # each run reclaimed the shard
     json.loads((out / "logs" / "shard-0.jsonl").read_text().splitlines()[-1])  # log is readable

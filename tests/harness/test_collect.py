@@ -206,6 +206,12 @@ def test_event_log_records_requests_tools_and_what_was_in_flight(sql_tasks, tmp_
     log.close()
     [r] = interrupted_runs(tmp_path)
     assert (r.run, r.episodes, r.requests, r.tool_calls) == ("killed", ["a#0", "b#0"], 1, 1)
+    # Once a later run finishes, the killed one is history (its episodes were resumed).
+    log = EventLog(tmp_path / "logs" / "shard-9.jsonl", run="later")
+    log.write("run_start")
+    log.write("run_end", done=2)
+    log.close()
+    assert interrupted_runs(tmp_path) == []
 
 
 def test_retry_faults_reruns_only_env_fault_episodes_and_the_success_supersedes(sql_tasks, tmp_path):

@@ -137,7 +137,8 @@ class Interrupted(NamedTuple):
 
 
 def interrupted_runs(store_dir: str | Path) -> list[Interrupted]:
-    """Runs in a store's logs that have no ``run_end``, oldest first."""
+    """Runs in a store's logs that have no ``run_end`` and started after the last run that has
+    one (older ones were already resumed), oldest first."""
     runs: dict[str, dict[str, Any]] = {}
     for e in read_events(store_dir):
         r = runs.setdefault(e.get("run", "?"), {"started": e.get("t", 0.0), "episodes": set(),
@@ -153,6 +154,8 @@ def interrupted_runs(store_dir: str | Path) -> list[Interrupted]:
             r[ev[:-6]].add(key)
         elif ev in ("request", "tool"):
             r[ev].discard(key)  # an episode runs one request or tool call at a time
+    finished = max((r["started"] for r in runs.values() if r["ended"]), default=float("-inf"))
     return sorted((Interrupted(run, r["started"], sorted(r["episodes"]),
                                len(r["request"] & r["episodes"]), len(r["tool"] & r["episodes"]))
-                   for run, r in runs.items() if not r["ended"]), key=lambda i: i.started)
+                   for run, r in runs.items() if not r["ended"] and r["started"] > finished),
+                  key=lambda i: i.started)
