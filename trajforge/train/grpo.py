@@ -81,7 +81,7 @@ class GRPOConfig(LoraSettings):
     rewards: RewardConfig = Field(default_factory=RewardConfig)
     """Composite reward weights."""
     dialect: str | None = None
-    """Tool-call dialect (default: the policy's own)."""
+    """Tool-call dialect (default: the starting adapter's, else the model's own)."""
 
 
 class Rollouts(BaseModel):
@@ -202,6 +202,11 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
     if not tasks:
         raise ValueError("GRPO needs training tasks")
     net, tok = lora_model(resolve(model), cfg, init_adapter)
+    if cfg.dialect is None and init_adapter:
+        # Roll out in the dialect the starting adapter was trained in, not the base model's default.
+        from trajforge.policies.hf import read_adapter_meta
+
+        cfg = cfg.model_copy(update={"dialect": read_adapter_meta(init_adapter).get("dialect")})
     rng = random.Random(cfg.seed)
     curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start)
                   if cfg.curriculum else None)
