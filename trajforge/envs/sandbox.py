@@ -695,8 +695,14 @@ def _hidden_paths(python: str, workdir: Path) -> list[str]:
 def _judge_probe(result: RunResult, limits: SandboxLimits) -> list[str]:
     if result.returncode != 0:
         text = (result.stderr or result.stdout).strip()[-600:]
-        hint = _USERNS_HINT if any(s in text for s in (
-            "namespace", "uid map", "Operation not permitted", "setting up")) else _INSTALL_HINT
+        if "source path" in text or "chdir" in text:
+            hint = (f"the work directory must be reachable by uid {SANDBOX_UID}: point TMPDIR at "
+                    "a world-traversable directory such as /tmp")
+        elif any(s in text for s in ("namespace", "uid map", "Operation not permitted",
+                                     "setting up")):
+            hint = _USERNS_HINT
+        else:
+            hint = _INSTALL_HINT
         status = result.describe(limits)
         return [f"bwrap could not run a trivial program {status}: {text or '(no output)'}; {hint}"]
     try:
