@@ -51,6 +51,10 @@ class Environment:
     """System instructions shown to the model above the tool block."""
     final_tool: ClassVar[str | None] = None
     """Calling this tool ends the episode (e.g. ``submit_answer``)."""
+    expected_from_writer: ClassVar[bool] = False
+    """True when a task's expectation cannot be read off an execution and must come from the task
+    writer (a code task's hidden tests): synthesis then requires it in the proposal, validates it
+    with ``check_expected`` and keeps the task only if the executed reference satisfies it."""
     state_fields: ClassVar[tuple[str, ...]] = ()
     """Extra instance attributes (beyond done/milestones) that make up the episode state.
 
@@ -126,6 +130,11 @@ class Environment:
         """
         ending = f" The episode ends when the agent calls {self.final_tool}." if self.final_tool else ""
         return f"Environment {self.name!r}. {self.instructions}{ending}".strip()
+
+    @classmethod
+    def check_expected(cls, value: Any) -> Any:
+        """A writer-supplied ``task.expected`` in canonical form; ValueError naming what is wrong."""
+        return value
 
     def expected_outcome(self) -> Any:
         """The ``task.expected`` that makes ``verify()`` accept the episode just run.

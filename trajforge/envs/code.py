@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.envs import workdir
 from trajforge.envs.base import Environment, ToolError, Verdict
@@ -168,6 +168,39 @@ class CodeEnv(Environment):
         super().restore(state)
         self.report = report.model_copy(deep=True) if report else None
         workdir.replace_tree(self._require_dir(), tree)
+
+    # ---- synthesis hooks: the writer supplies the hidden tests, the reference must pass them ----
+
+    expected_from_writer = True
+
+    @classmethod
+    def check_expected(cls, value: Any) -> Any:
+        try:
+            tests = HiddenTests.model_validate(value)
+        except ValidationError as e:
+            raise ValueError(f"hidden tests must be {{module, function, cases: [{{args, expected}}]}}: "
+                             f"{e.errors()[0]['loc']}: {e.errors()[0]['msg']}") from None
+        if len({json.dumps(c.expected, sort_keys=True) for c in tests.cases}) < 2:
+            raise ValueError("every hidden test expects the same value, so a constant function "
+                             "would pass them")
+        return tests.model_dump()
+
+    def expected_outcome(self) -> Any:
+        """The hidden tests themselves, once the executed reference solution passed all of them."""
+        verdict = self.verify()
+        if not verdict.submitted:
+            raise ToolError("the plan never submitted a solution", kind="no_final_call")
+        if not verdict.correct:
+            raise ToolError(f"the plan's own solution fails its tests: {verdict.detail}",
+                            kind="verify_failed")
+        return self.task.expected
+
+    def describe_for_synthesis(self) -> str:
+        return (super().describe_for_synthesis() + " For this environment `expected` is REQUIRED: the "
+                "hidden unit tests, as {\"module\": \"solution\", \"function\": NAME, \"cases\": "
+                "[{\"args\": [...], \"expected\": VALUE}, ...]} with at least 4 cases whose expected "
+                "values differ. The plan writes the reference solution to solution.py, runs the tests "
+                "and submits; the task is kept only if that solution passes every case.")
 
     def verify(self) -> Verdict:
         report = self.report

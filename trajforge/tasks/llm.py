@@ -164,7 +164,10 @@ class ChatClient:
 
 def example_json(task: Task) -> str:
     plan = [{"name": c.name, "arguments": c.arguments} for c in task.reference]
-    return json.dumps({"prompt": task.prompt, "plan": plan, "tier": task.tier})
+    example = {"prompt": task.prompt, "plan": plan, "tier": task.tier}
+    if env_class(task.env).expected_from_writer:  # the writer must supply it: show its shape
+        example["expected"] = task.expected
+    return json.dumps(example)
 
 
 def synthesis_messages(env: str, description: str, examples: Sequence[Task], tier: Tier,
@@ -261,17 +264,35 @@ def build_candidate(text: str, where: Proposal, dedup: Deduper,
     if hit:
         raise PlanRejected(*hit)
     key = f"{normalize_prompt(prompt)}|{plan_key(calls, final)}|{where.db}|{where.seed}"
+    written = writer_expected(where.env, claimed)
     probe = Task(id=f"{where.env}-llm-{hashlib.sha1(key.encode()).hexdigest()[:10]}",
                  env=where.env, prompt=prompt, tier=where.tier, split=where.split, template="llm",
-                 reference=(), expected=None, seed=where.seed, db=where.db)
+                 reference=(), expected=written, seed=where.seed, db=where.db)
     task, run = verified(probe, calls)
-    if claimed is not _MISSING and claimed is not None and not claim_agrees(claimed, run.expected):
+    if written is None and claimed is not _MISSING and claimed is not None \
+            and not claim_agrees(claimed, run.expected):
         raise PlanRejected("expected_mismatch",
                            f"the LLM claimed {claimed!r}; executing the plan gave {run.expected!r}")
     tier = tier_from_plan(run.calls, final, run.results, prompt, scale)
     if tier not in allowed:
         raise PlanRejected("off_tier", f"the plan is {tier}; wanted {', '.join(allowed)}")
     return task.model_copy(update={"tier": tier})
+
+
+def writer_expected(env: str, claimed: Any) -> Any:
+    """For environments whose expectation the writer supplies (code: the hidden tests), the
+    validated claim — the executed reference must then satisfy it; None for the others, whose
+    expectation is read off the execution."""
+    cls = env_class(env)
+    if not cls.expected_from_writer:
+        return None
+    if claimed is _MISSING or claimed is None:
+        raise PlanRejected("no_tests", f"{env} tasks need `expected` (the hidden tests) in the reply")
+    try:
+        return cls.check_expected(claimed)
+    except ValueError as e:
+        reason = "weak_tests" if "same value" in str(e) else "bad_tests"
+        raise PlanRejected(reason, str(e)) from None
 
 
 # ---- the loop ---------------------------------------------------------------------------------
@@ -282,7 +303,8 @@ def describe(where: Proposal) -> str:
     probe = Task(id=f"{where.env}-probe", env=where.env, prompt="", tier="easy", split=where.split,
                  template="llm", reference=(), expected=None, seed=where.seed, db=where.db)
     try:
-        env.reset(probe)
+        if not env.expected_from_writer:  # those can't start without the writer's expectation
+            env.reset(probe)
         return env.describe_for_synthesis()
     finally:
         env.close()
