@@ -41,6 +41,10 @@ def test_environments_run_in_actors_and_a_hung_tool_ends_only_its_episode(local_
     executor = RayExecutor(toy_envs.factory, workers=2)
     try:
         with OpenAIServer(pool) as srv:
+            # Warm the actors first: their first environment start (imports, the generated
+            # database) counts against the tool deadline and can take seconds on a loaded 2-core box.
+            collect_episodes(sql[:2], make_policy(f"openai:{srv.url}#warm"), executor=executor,
+                             cfg=CollectConfig(concurrency=2, tool_timeout_s=60.0))
             trajs = collect_episodes(pool, make_policy(f"openai:{srv.url}#m"), executor=executor,
                                      cfg=CollectConfig(concurrency=4, tool_timeout_s=3.0))
         for _ in range(50):  # abandoning is fire-and-forget: give the actors a moment
