@@ -28,11 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajforge.envs.base import Verdict
-from trajforge.envs.code import CodeEnv, HiddenTests, TestCase
+from trajforge.envs.code import HiddenTests, TestCase
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.sql import split_sizes
+from trajforge.tasks.verify import replay_reference
 
 MODULE = "solution"
 
@@ -543,21 +543,6 @@ def pick_example(cases: list[TestCase]) -> TestCase:
                and json.dumps(c.args) not in ('[""]', "[[]]", "[0]", "[1]")] or cases
     telling = sorted(telling, key=lambda c: len(json.dumps(c.args)))
     return telling[len(telling) // 2]
-
-
-def replay_reference(task: Task) -> Verdict:
-    """Run the task's reference calls in a fresh sandboxed ``CodeEnv``; its verdict."""
-    env = CodeEnv()
-    env.reset(task)
-    try:
-        for call in task.reference:
-            result = env.execute(call)
-            if not result.ok:
-                return Verdict(milestones=list(env.milestones),
-                               detail=f"reference call {call.name} failed: {result.content}")
-        return env.verify()
-    finally:
-        env.close()
 
 
 __all__ = [

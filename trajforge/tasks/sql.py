@@ -25,12 +25,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from trajforge.envs.base import Verdict
 from trajforge.envs.sql import SqlEnv, read_result
 from trajforge.envs.sqldb import CITIES, COUNTRIES, PRODUCTS
 from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
+from trajforge.tasks.verify import replay_reference
 
 HELDOUT_COUNTRIES: tuple[str, ...] = ("Portugal", "Austria")
 HELDOUT_CATEGORIES: tuple[str, ...] = ("Garden", "Toys")
@@ -398,21 +398,6 @@ def _read_answer(kind: AnswerKind, rows: list[list[str]]) -> tuple[str, object]:
             return cell, int(cell)
         return cell, float(cell)  # ValueError for a non-number: the template is broken
     return cell, cell
-
-
-def replay_reference(task: Task) -> Verdict:
-    """Run the task's reference calls in a fresh ``SqlEnv`` and return its verdict."""
-    env = SqlEnv()
-    env.reset(task)
-    try:
-        for call in task.reference:
-            result = env.execute(call)
-            if not result.ok:
-                return Verdict(milestones=list(env.milestones),
-                               detail=f"reference call {call.name} failed: {result.content}")
-        return env.verify()
-    finally:
-        env.close()
 
 
 def reasoning_for(task: Task, call_index: int) -> str:

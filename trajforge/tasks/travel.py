@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from trajforge.envs.base import Verdict
 from trajforge.envs.travel import (
     BookingRow,
     FlightRow,
@@ -51,6 +50,7 @@ from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.splits import drop_combo_leaks
 from trajforge.tasks.sql import SPLIT_ORDER, split_sizes
+from trajforge.tasks.verify import replay_reference
 
 HELDOUT_CITIES: tuple[str, ...] = ("Hangzhou", "Xi'an", "Seoul", "Dubai", "Sydney")
 SEEN_DAYS: tuple[str, ...] = tuple(str(date(2026, 12, d)) for d in range(1, 15))
@@ -576,18 +576,6 @@ def build_task(template: Template, entities: dict[str, Any], split: Split, world
     if not replay_reference(task).correct:
         return "verifier_rejected"
     return task
-
-
-def replay_reference(task: Task) -> Verdict:
-    """Run the task's reference calls in a fresh ``TravelEnv`` and return its verdict."""
-    env = TravelEnv(seed=task.seed)
-    env.reset(task)
-    for call in task.reference:
-        result = env.execute(call)
-        if not result.ok:
-            return Verdict(milestones=list(env.milestones),
-                           detail=f"reference call {call.name} failed: {result.content}")
-    return env.verify()
 
 
 def heldout_values() -> set[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from trajforge.envs import ToolError, env_class, make_env
+from trajforge.envs import ToolError, Verdict, env_class, make_env
 from trajforge.parse.validate import validate_call
 from trajforge.schema import Task, ToolCall
 
@@ -108,17 +108,24 @@ def replay_accepts(task: Task) -> tuple[bool, str]:
 
 
 def _replay(task: Task) -> tuple[bool, str]:
+    verdict = replay_reference(task)
+    return verdict.correct, verdict.detail
+
+
+def replay_reference(task: Task) -> Verdict:
+    """Run ``task.reference`` in a fresh environment of its kind; the verifier's verdict (a failed
+    reference call gives an unsubmitted verdict naming it). Every task generator checks with this."""
     env = make_env(task.env, seed=task.seed)
     try:
         env.reset(task)
         for call in task.reference:
             result = env.execute(call)
             if not result.ok:
-                return False, f"reference call {call.name} failed on replay: {result.content}"
-        verdict = env.verify()
+                return Verdict(milestones=list(env.milestones),
+                               detail=f"reference call {call.name} failed: {result.content}")
+        return env.verify()
     finally:
         env.close()
-    return verdict.correct, verdict.detail
 
 
 def verified(task: Task, calls: Sequence[ToolCall]) -> tuple[Task, PlanRun]:

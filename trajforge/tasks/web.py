@@ -31,13 +31,13 @@ import random
 from collections import Counter
 from typing import Any
 
-from trajforge.envs.base import Verdict
 from trajforge.envs.web import WebEnv
 from trajforge.envs.webshop.catalog import Catalog, build_catalog
 from trajforge.envs.webshop.goals import BookingGoal, OrderGoal
 from trajforge.schema import Split, Task
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.sql import SPLIT_ORDER, split_sizes
+from trajforge.tasks.verify import replay_reference
 from trajforge.tasks.web_templates import (
     HELDOUT_BRANDS,
     HELDOUT_CATEGORIES,
@@ -179,21 +179,6 @@ def _leaks(goal: OrderGoal | BookingGoal, catalog: Catalog) -> bool:
         return workshop is None or workshop.name in HELDOUT_CLASSES
     held = heldout_values(catalog.seed)
     return any(item.name in held for item in goal.items)
-
-
-def replay_reference(task: Task) -> Verdict:
-    """Run the task's reference calls in a fresh ``WebEnv`` and return its verdict."""
-    env = WebEnv(seed=task.seed)
-    env.reset(task)
-    try:
-        for call in task.reference:
-            result = env.execute(call)
-            if not result.ok:
-                return Verdict(milestones=list(env.milestones),
-                               detail=f"reference call {call.name} failed: {result.content}")
-        return env.verify()
-    finally:
-        env.close()
 
 
 __all__ = [
