@@ -166,6 +166,10 @@ while time.time() - start < 30:
 """,
     "thread_bomb": """
 import threading
+# Small stacks, so the process-count limit is what stops us rather than the
+# address-space limit (a thread whose bootstrap hits MemoryError leaves
+# Thread.start() waiting forever; the deadline then kills the run).
+threading.stack_size(256 * 1024)
 n = 0
 try:
     for _ in range(1000):
@@ -413,7 +417,8 @@ CHECKS: dict[str, Callable[[Outcome, dict], None]] = {
     "loopback_server": lambda o, cfg: _assert(cfg["accepted"] == [], o),
     "fork_bomb": lambda o, cfg: _assert(_count(o, "forks:") < LIMITS.processes, o),
     "exponential_fork_bomb": lambda o, cfg: _assert(o.result.timed_out, o),
-    "thread_bomb": lambda o, cfg: _assert("threads:" in o.output, o),
+    # Stopped by the process limit, or (where the memory limit bites first) by the deadline.
+    "thread_bomb": lambda o, cfg: _assert("threads:" in o.output or o.result.timed_out, o),
     "memory_bomb": lambda o, cfg: _assert("MemoryError after" in o.output, o),
     "huge_file": lambda o, cfg: _assert((o.workdir / "big").stat().st_size <= LIMITS.file_mb * 2 ** 20, o),
     "fill_tmp": lambda o, cfg: _assert("tmp full after" in o.output
