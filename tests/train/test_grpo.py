@@ -9,7 +9,8 @@ import torch
 from tests.train.rollouts import TokenScripted
 from trajforge.grade import graded
 from trajforge.harness import run_episodes
-from trajforge.train.grpo import GRPOConfig, grpo_loss, rollout_batch, to_rollouts, train_grpo
+from trajforge.train.grpo import (GRPOConfig, Packed, grpo_loss, loss_tokens, pack_steps, rollout_batch,
+                                  to_rollouts, train_grpo)
 from trajforge.train.losses import IGNORE
 from trajforge.train.trainer import fit, lora_model
 
@@ -28,10 +29,52 @@ def test_group_relative_advantages_and_exact_tokens(rollouts):
     # each task: one success, one wrong answer → advantages +1 / -1, every group informative
     assert r.stats["groups"] == r.stats["informative_groups"] == 4
     assert sorted(r.advantages) == pytest.approx([-1] * 4 + [1] * 4, abs=1e-5)
-    steps = [s for t in rollouts for s in t.steps]
-    assert len(r.sequences) == len(steps)
-    for (seq, n_prompt, _), s in zip(r.sequences, steps):  # the stored ids, verbatim
-        assert seq == s.prompt_ids + s.completion_ids and n_prompt == len(s.prompt_ids)
+    # The template is prefix-stable: one sequence per rollout, ending in its last step's ids
+    # verbatim, with one loss span per step over that step's sampled completion.
+    assert len(r.sequences) == len(rollouts)
+    for seq, t in zip(r.sequences, rollouts):
+        last = t.steps[-1]
+        assert seq.ids == last.prompt_ids + last.completion_ids
+        assert [seq.ids[a:b] for a, b in seq.spans] == [s.completion_ids for s in t.steps]
+        for (a, _), s in zip(seq.spans, t.steps):  # each completion sits after its own prompt
+            assert seq.ids[:a] == s.prompt_ids
+
+
+def test_packing_never_changes_a_completion_context(rollouts):
+    """A step whose prompt is not a continuation of the previous one starts a new sequence."""
+    t = rollouts[0].model_copy(deep=True)
+    t.steps[1].prompt_ids = [7] + t.steps[1].prompt_ids  # as if re-tokenized differently
+    packed = pack_steps(t)
+    assert len(packed) == 2
+    assert packed[0][0] == t.steps[0].prompt_ids + t.steps[0].completion_ids
+    assert packed[1][0][:len(t.steps[1].prompt_ids)] == t.steps[1].prompt_ids
+
+
+def test_packed_loss_equals_one_sequence_per_step(rollouts, tiny_model, monkeypatch):
+    """Packing is exact: the same tokens in the same contexts give the same loss and gradient."""
+    monkeypatch.setenv("TRAJFORGE_DTYPE", "float32")  # bf16 rounding differs between shapes
+    cfg = GRPOConfig(r=4, alpha=8, dropout=0.0, micro_batch=64, kl_beta=0.1, seed=0)
+    net, tok = lora_model(tiny_model, cfg)
+    torch.manual_seed(0)
+    for p in net.parameters():
+        if p.requires_grad:
+            p.data.normal_(0, 0.05)  # non-zero B: the adapter matters
+    packed = to_rollouts(rollouts)
+    per_step = packed.model_copy(update={"sequences": [
+        Packed(list(s.prompt_ids) + list(s.completion_ids),
+               [(len(s.prompt_ids), len(s.prompt_ids) + len(s.completion_ids))], seq.rollout)
+        for seq, t in zip(packed.sequences, rollouts) for s in t.steps]})
+    grads = []
+    for r in (packed, per_step):
+        net.zero_grad()
+        loss, _ = grpo_loss(net, r, tok.pad_token_id, cfg)
+        grads.append((float(loss), torch.cat([p.grad.flatten() for p in net.parameters() if p.requires_grad])))
+    # (At ratio 1 the surrogate's value is -mean(advantage) whatever the log-probs; the gradient
+    # and the KL term are what depend on the contexts.)
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-4)
+    assert grads[0][1].abs().max() > 1e-4
+    diff = (grads[0][1] - grads[1][1]).abs().max() / grads[1][1].abs().max()
+    assert diff < 1e-3, diff
 
 
 def test_groups_that_agree_carry_no_signal(rollouts):
@@ -43,18 +86,21 @@ def test_prompt_and_tool_result_tokens_never_reach_the_loss(rollouts, tiny_model
     net, tok = lora_model(tiny_model, GRPOConfig(r=4, alpha=8))
     r = to_rollouts(rollouts)
     ids, att, labels = rollout_batch(r.sequences, tok.pad_token_id)
-    for row, (seq, n_prompt, _) in zip(labels.tolist(), r.sequences):
-        assert row[:n_prompt] == [IGNORE] * n_prompt  # prompt incl. every tool result
-        assert row[n_prompt:len(seq)] == seq[n_prompt:]
-    assert any("<tool_response>" in tok.decode(seq[:n]) for seq, n, _ in r.sequences)
+    for row, seq in zip(labels.tolist(), r.sequences):
+        inside = {i for a, b in seq.spans for i in range(a, b)}
+        for i, (label, token) in enumerate(zip(row, seq.ids)):  # prompts and every tool result
+            assert label == (token if i in inside else IGNORE)
+        tool_results = [a for a in range(len(seq.ids)) if a not in inside]
+        assert "<tool_response>" in tok.decode([seq.ids[i] for i in tool_results])
     rows = []
     hook = net.get_base_model().lm_head.register_forward_hook(lambda m, i, o: rows.append(i[0].shape[0]))
     grpo_loss(net, r, tok.pad_token_id, GRPOConfig(micro_batch=64), backward=False)
     hook.remove()
-    assert sum(rows) == sum(len(seq) - n for seq, n, _ in r.sequences)  # completion tokens only
+    assert sum(rows) == sum(loss_tokens(seq) for seq in r.sequences)  # completion tokens only
 
 
-GOLDEN = [-0.010252904146909714, -0.010086562484502792, -0.009268391877412796]
+# Recorded with packed rollouts (one sequence per rollout; bf16 where the CPU has it).
+GOLDEN = [-0.010252879001200199, -0.010086191818118095, -0.009089615195989609]
 
 
 def test_grpo_updates_parameters_with_golden_losses(rollouts, tiny_model, tmp_path):
