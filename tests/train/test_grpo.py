@@ -9,7 +9,7 @@ import torch
 from tests.train.rollouts import TokenScripted
 from trajforge.grade import graded
 from trajforge.harness import run_episodes
-from trajforge.train.grpo import (GRPOConfig, Packed, grpo_loss, loss_tokens, pack_steps, rollout_batch,
+from trajforge.train.grpo import (GRPOConfig, Packed, drop_solved, grpo_loss, loss_tokens, pack_steps, rollout_batch,
                                   to_rollouts, train_grpo)
 from trajforge.train.losses import IGNORE
 from trajforge.train.trainer import fit, lora_model
@@ -82,6 +82,16 @@ def test_groups_that_agree_carry_no_signal(rollouts):
     assert to_rollouts(solved).sequences == []
 
 
+def test_drop_solved_keeps_tasks_with_signal_or_no_measurement(rollouts, sql_tasks):
+    train = [t for t in sql_tasks if t.split == "train"]
+    ids = sorted({t.task_id for t in rollouts})
+    solved_twice = [t.model_copy(update={"task_id": ids[0]}) for t in rollouts if t.outcome.correct][:2]
+    measured = [t for t in rollouts if t.task_id != ids[0]] + solved_twice
+    kept, dropped = drop_solved(train, measured)
+    assert dropped == 1 and ids[0] not in {t.id for t in kept}
+    assert set(ids[1:]) <= {t.id for t in kept} and len(kept) == len(train) - 1  # unmeasured stay
+
+
 def test_prompt_and_tool_result_tokens_never_reach_the_loss(rollouts, tiny_model):
     net, tok = lora_model(tiny_model, GRPOConfig(r=4, alpha=8))
     r = to_rollouts(rollouts)
@@ -126,3 +136,49 @@ def test_train_grpo_end_to_end_with_sampling(tiny_model, sql_tasks, tmp_path):
     assert [r["step"] for r in rows] == [1, 2] and all("reward" in r and "groups" in r for r in rows)
     meta = json.loads((tmp_path / "grpo" / "trajforge_adapter.json").read_text())
     assert meta["recipe"] == "grpo" and meta["toolset_fingerprint"]
+
+
+def test_grpo_rolls_out_on_a_server_with_the_current_adapter(tiny_model, sql_tasks, tmp_path, monkeypatch):
+    """--rollout-server: each step the live policy (init lineage + the adapter in training,
+    stacked into one LoRA) is loaded into a real loopback ``trajforge serve`` through vLLM's
+    runtime LoRA API, and the rollouts carry the token ids the server sampled."""
+    import httpx
+
+    import trajforge.train.grpo as grpo_mod
+    from tests.tiny import build_tiny_adapter
+    from trajforge.serve import start_server
+
+    from transformers import AutoTokenizer
+
+    init = build_tiny_adapter(tiny_model, tmp_path / "sft", seed=1)
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(init)  # as train sft writes it
+    seen = []
+    real = grpo_mod.collect_rollouts
+
+    def spy(*args, **kwargs):
+        trajs = real(*args, **kwargs)
+        models = {m["id"] for m in httpx.get(f"{srv.url}/models").json()["data"]}
+        seen.append((kwargs["served"], models, trajs))
+        return trajs
+
+    monkeypatch.setattr(grpo_mod, "collect_rollouts", spy)
+    train = [t for t in sql_tasks if t.split == "train"]
+    with start_server(tiny_model, allow_adapter_updates=True) as srv:
+        cfg = GRPOConfig(r=4, alpha=8, steps=2, batch_size=2, group_size=2, max_turns=2, max_new_tokens=12,
+                         temperature=1.0, rollout_server=srv.url, seed=1)
+        res = train_grpo(train, tiny_model, tmp_path / "grpo", cfg, init_adapter=str(init), progress=False)
+        after = {m["id"] for m in httpx.get(f"{srv.url}/models").json()["data"]}
+    assert res.steps == 2 and [s for s, _, _ in seen] == ["grpo-step-0", "grpo-step-1"]
+    for name, models, trajs in seen:
+        assert models == {tiny_model, name}  # the previous step's adapter was unloaded
+        assert len(trajs) == 4
+        for t in trajs:
+            assert all(s.prompt_ids and s.completion_ids and s.completion_logprobs for s in t.steps)
+    assert after == {tiny_model}  # nothing left behind on the server
+    folder = tmp_path / "grpo" / "rollout-adapters" / "step-0"
+    from trajforge.train.lora_stack import read_lora
+
+    tensors, scale, cfg_json = read_lora(folder)
+    assert cfg_json["r"] == 4 + 4 and scale == 1.0  # the SFT adapter's rank + the live one's
+    meta = json.loads((tmp_path / "grpo" / "trajforge_adapter.json").read_text())
+    assert meta["dialect"] == "hermes"  # what the model writes, not the wire format

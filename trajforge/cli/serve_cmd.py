@@ -32,6 +32,10 @@ def serve(
     print_vllm: bool = typer.Option(False, "--print-vllm", help="print the equivalent vLLM command and exit"),
     chat_template: Optional[str] = typer.Option(None, help="with --print-vllm: a chat template for vLLM"),
     verbose: bool = typer.Option(False, help="log every request"),
+    allow_adapter_updates: bool = typer.Option(
+        False, "--allow-adapter-updates",
+        help="open POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's runtime LoRA API; "
+             "GRPO --rollout-server uses them); anyone who can reach the port can then load a folder"),
 ) -> None:
     """Serve a local model and LoRA adapters over the OpenAI chat-completions API."""
     try:
@@ -50,7 +54,7 @@ def serve(
     from trajforge.serve.http import build_server
 
     try:
-        server = build_server(model, adapters, dialect, host, port, dtype, verbose)
+        server = build_server(model, adapters, dialect, host, port, dtype, verbose, allow_adapter_updates)
     except OSError as e:
         _fail(str(e))
     typer.echo(f"serving {', '.join(server.service.models)} at {server.url}  (Ctrl-C stops)")

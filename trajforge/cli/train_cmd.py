@@ -114,10 +114,14 @@ def grpo(tasks: Path = typer.Option(..., help="task pool to roll out on"), split
          max_turns: int = 6, kl_beta: float = 0.0, lr: float = 5e-5, r: int = 32, seed: int = 0,
          curriculum: bool = True, guided: bool = False, checkpoint_every: int = 0,
          resume: bool = False, eval_tasks: Optional[Path] = None, eval_every: int = 0,
-         eval_split: str = "test") -> None:
+         eval_split: str = "test",
+         rollout_server: Optional[str] = typer.Option(
+             None, help="sample rollouts on this OpenAI-compatible server (vLLM with runtime LoRA "
+                        "updates, or trajforge serve --allow-adapter-updates): http://HOST:PORT/v1")) -> None:
     """GRPO: sampled rollouts in the harness, group-relative advantages, loss on sampled tokens."""
     from trajforge.tasks.pool import read_tasks
     from trajforge.train.grpo import GRPOConfig, train_grpo
+    from trajforge.train.rollout_server import RolloutServerError
 
     pool = [t for t in read_tasks(tasks) if t.split == split]
     if not pool:
@@ -125,11 +129,11 @@ def grpo(tasks: Path = typer.Option(..., help="task pool to roll out on"), split
     cfg = GRPOConfig(steps=steps, batch_size=batch_size, group_size=group_size, temperature=temperature,
                      max_turns=max_turns, kl_beta=kl_beta, lr=lr, r=r, alpha=2 * r, seed=seed,
                      curriculum=curriculum, guided=guided, checkpoint_every=checkpoint_every,
-                     eval_every=eval_every)
+                     eval_every=eval_every, rollout_server=rollout_server)
     try:
         res = train_grpo(pool, model, out, cfg, init_adapter=str(init_adapter) if init_adapter else None,
                          resume=resume, evaluator=_evaluator(eval_tasks, eval_every, model, eval_split))
-    except ValueError as e:
+    except (ValueError, RolloutServerError) as e:  # bad data, or the server refused the adapter
         _fail(str(e))
     console.print(f"adapter saved to {res.adapter_dir}: {res.steps} steps in {res.seconds:.0f}s; "
                   f"mean reward {res.rewards[0]:.3f} → {res.rewards[-1]:.3f}; rescue {res.rescue}")

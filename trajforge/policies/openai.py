@@ -64,7 +64,8 @@ class OpenAIPolicy:
         self._aloop: asyncio.AbstractEventLoop | None = None
 
     def _payload(self, req: TurnRequest) -> dict:
-        body = {"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        temperature = self.temperature if req.temperature is None else req.temperature
+        body = {"model": self.model, "temperature": temperature, "max_tokens": self.max_tokens}
         body["messages"] = self.dialect.to_chat(req.messages, req.toolset)
         if self.native_tools:
             body["tools"] = req.toolset.openai()

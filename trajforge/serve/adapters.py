@@ -68,13 +68,22 @@ def served_models(model: str, adapters: dict[str, str], dialect: str | None = No
     default = dialect or EMBEDDED.get(model, {}).get("dialect", "hermes")
     models = {model: ServedModel(model, None, _dialect(default, "--dialect"), model)}
     for name, path in adapters.items():
-        check_adapter_dir(name, path)
-        trained = adapter_dialect(path)
-        if dialect and trained and trained != dialect:
-            raise ServeConfigError(f"adapter {name!r} was trained with dialect {trained!r} "
-                                   f"(its {ADAPTER_META}) but --dialect is {dialect!r}")
-        models[name] = ServedModel(name, name, _dialect(trained or default, f"adapter {name!r}"), str(path))
+        models[name] = served_adapter(name, path, default, dialect)
     return models
+
+
+def served_adapter(name: str, path: str | Path, default: str, forced: str | None = None) -> ServedModel:
+    """One adapter as a served model: its recorded dialect, else ``default``; a ``forced`` dialect
+    (``--dialect``) that disagrees with the recorded one is refused."""
+    if not _NAME.match(name):
+        raise ServeConfigError(f"adapter name {name!r} must start with a letter or digit "
+                               "and hold only letters, digits and . _ : / -")
+    check_adapter_dir(name, path)
+    trained = adapter_dialect(path)
+    if forced and trained and trained != forced:
+        raise ServeConfigError(f"adapter {name!r} was trained with dialect {trained!r} "
+                               f"(its {ADAPTER_META}) but --dialect is {forced!r}")
+    return ServedModel(name, name, _dialect(trained or default, f"adapter {name!r}"), str(path))
 
 
 def _dialect(name: str, where: str):

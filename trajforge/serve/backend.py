@@ -80,6 +80,7 @@ class HFBackend:
             net.eval()
         self.model = net
         self.adapters = tuple(adapters)
+        self.paths = dict(adapters)
         self.stop_ids = _stop_ids(net, self.tokenizer)
         config = net.config if not adapters else net.get_base_model().config
         self.context = int(getattr(config, "max_position_embeddings", 0) or 4096)
@@ -106,6 +107,36 @@ class HFBackend:
                     return
                 step = torch.tensor([[token.id]], device=device)
                 out = self.model(input_ids=step, use_cache=True, **{_cache_kw(): cache})
+
+    def load_adapter(self, name: str, path: str) -> None:
+        """Load one more LoRA adapter at runtime (vLLM's ``/v1/load_lora_adapter``). Waits for
+        the generation in progress: adapters are swapped only between requests."""
+        from peft import PeftModel
+
+        with self._lock:
+            if name in self.adapters:
+                raise ValueError(f"adapter {name!r} is already loaded (from {self.paths[name]})")
+            if self.adapters:
+                self.model.load_adapter(path, adapter_name=name)
+            else:
+                self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name)
+            self.model.eval()
+            self.adapters += (name,)
+            self.paths[name] = path
+
+    def unload_adapter(self, name: str) -> None:
+        """Drop a runtime-loaded or start-up adapter (vLLM's ``/v1/unload_lora_adapter``)."""
+        with self._lock:
+            if name not in self.adapters:
+                raise KeyError(f"no adapter {name!r} loaded; loaded: {list(self.adapters)}")
+            if len(self.adapters) == 1:  # the last one: back to the plain base model
+                self.model = self.model.unload()
+            else:
+                if self.model.active_adapter == name:
+                    self.model.set_adapter(next(a for a in self.adapters if a != name))
+                self.model.delete_adapter(name)
+            self.adapters = tuple(a for a in self.adapters if a != name)
+            del self.paths[name]
 
     @contextmanager
     def _active(self, adapter: str | None):

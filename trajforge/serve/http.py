@@ -46,6 +46,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0].rstrip("/")
+        if path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+            self._lora(path)
+            return
         if path != "/v1/chat/completions":
             self._drain()
             self._error(ServeError(404, f"no route POST {path}", code="not_found"))
@@ -64,6 +67,29 @@ class _Handler(BaseHTTPRequestHandler):
             traceback.print_exc(file=sys.stderr)
             self._error(ServeError(500, f"generation failed: {type(e).__name__}: {e}",
                                    kind="server_error"))
+
+    def _lora(self, path: str) -> None:
+        """vLLM's runtime adapter routes, only when the server was started allowing them."""
+        if not self.server.allow_adapter_updates:
+            self._drain()
+            self._error(ServeError(404, f"no route POST {path}: start the server with "
+                                   "--allow-adapter-updates to load adapters at runtime",
+                                   code="not_found"))
+            return
+        service = self.server.service
+        try:
+            body = self._body()
+            text = (service.load_adapter(body) if path.endswith("/load_lora_adapter")
+                    else service.unload_adapter(body))
+        except ServeError as e:
+            self._error(e)
+            return
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _body(self) -> Any:
         size = self.headers.get("Content-Length")
@@ -126,18 +152,20 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, service: ChatService, verbose: bool):
+    def __init__(self, address, service: ChatService, verbose: bool, allow_adapter_updates: bool = False):
         self.service = service
         self.verbose = verbose
+        self.allow_adapter_updates = allow_adapter_updates
         super().__init__(address, _Handler)
 
 
 class Server:
     """A running (or ready) server; ``url`` is the OpenAI ``base_url`` (ends in ``/v1``)."""
 
-    def __init__(self, service: ChatService, host: str = "127.0.0.1", port: int = 0, verbose: bool = False):
+    def __init__(self, service: ChatService, host: str = "127.0.0.1", port: int = 0, verbose: bool = False,
+                 allow_adapter_updates: bool = False):
         self.service = service
-        self.httpd = _HTTPServer((host, port), service, verbose)
+        self.httpd = _HTTPServer((host, port), service, verbose, allow_adapter_updates)
         self.host, self.port = self.httpd.server_address[:2]
         self._thread: threading.Thread | None = None
 
@@ -168,15 +196,20 @@ class Server:
 
 
 def build_server(model: str, adapters: dict[str, str] | None = None, dialect: str | None = None,
-                 host: str = "127.0.0.1", port: int = 0, dtype: str = "auto", verbose: bool = False) -> Server:
-    """Load the model and adapters and bind the socket (``port=0``: a free port); not started."""
+                 host: str = "127.0.0.1", port: int = 0, dtype: str = "auto", verbose: bool = False,
+                 allow_adapter_updates: bool = False) -> Server:
+    """Load the model and adapters and bind the socket (``port=0``: a free port); not started.
+
+    ``allow_adapter_updates`` opens vLLM's ``POST /v1/load_lora_adapter`` and
+    ``/v1/unload_lora_adapter`` (what ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` does there): anyone who
+    can reach the port can then make the server read a folder, so it is off by default."""
     from trajforge.serve.adapters import served_models
     from trajforge.serve.backend import HFBackend
 
     adapters = adapters or {}
     models = served_models(model, adapters, dialect)  # refuse bad adapters before loading weights
     service = ChatService(HFBackend(model, adapters, dtype), models)
-    return Server(service, host, port, verbose)
+    return Server(service, host, port, verbose, allow_adapter_updates)
 
 
 def start_server(*args: Any, **kwargs: Any) -> Server:

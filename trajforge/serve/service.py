@@ -68,6 +68,37 @@ class ChatService:
         self.models = models
         self.tokenizer = backend.tokenizer
 
+    def load_adapter(self, body: Any) -> str:
+        """vLLM's runtime LoRA API: ``{"lora_name", "lora_path"}`` → a new served model whose
+        dialect is the one the adapter records (else the base model's)."""
+        from trajforge.serve.adapters import ServeConfigError, served_adapter
+
+        name, path = _lora_fields(body, ("lora_name", "lora_path"))
+        if name in self.models:
+            raise ServeError(400, f"The lora adapter '{name}' has already been loaded.", param="lora_name")
+        base = next(m for m in self.models.values() if m.adapter is None)
+        try:
+            served = served_adapter(name, path, base.dialect.name)
+        except ServeConfigError as e:
+            raise ServeError(400, str(e), param="lora_path") from None
+        try:
+            self.backend.load_adapter(name, path)
+        except Exception as e:  # noqa: BLE001 - a broken adapter folder is the caller's error
+            raise ServeError(400, f"could not load adapter {name!r} from {path}: {type(e).__name__}: {e}",
+                             param="lora_path") from None
+        self.models[name] = served
+        return f"Success: LoRA adapter '{name}' added successfully."
+
+    def unload_adapter(self, body: Any) -> str:
+        (name,) = _lora_fields(body, ("lora_name",))
+        model = self.models.get(name)
+        if model is None or model.adapter is None:
+            raise ServeError(404, f"The lora adapter '{name}' cannot be found.", param="lora_name",
+                             code="not_found")
+        del self.models[name]
+        self.backend.unload_adapter(name)
+        return f"Success: LoRA adapter '{name}' removed successfully."
+
     def models_list(self) -> dict[str, Any]:
         created = now()
         base = next(m.name for m in self.models.values() if m.adapter is None)
@@ -216,6 +247,18 @@ class ChatService:
             args = {"index": k, "function": {"arguments": call["function"]["arguments"]}}
             yield chunk(cid, prep.model.name, created, {"tool_calls": [args]})
         return done.tokens, done.finish, calls
+
+
+def _lora_fields(body: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+    if not isinstance(body, dict):
+        raise ServeError(400, "the request body must be a JSON object")
+    values = []
+    for name in names:
+        value = body.get(name)
+        if not isinstance(value, str) or not value:
+            raise ServeError(400, f"'{name}' is required and must be a non-empty string", param=name)
+        values.append(value)
+    return tuple(values)
 
 
 def _toolset(req: ChatRequest) -> Toolset | None:

@@ -83,6 +83,9 @@ class GRPOConfig(LoraSettings):
     """Composite reward weights."""
     dialect: str | None = None
     """Tool-call dialect (default: the starting adapter's, else the model's own)."""
+    rollout_server: str | None = None
+    """Base URL (``http://HOST:PORT/v1``) of an OpenAI-compatible server with vLLM's runtime LoRA
+    API to sample rollouts on (``train/rollout_server.py``); None samples with the local model."""
 
 
 class Packed(NamedTuple):
@@ -213,13 +216,34 @@ def grpo_loss(net, rollouts: Rollouts, pad: int, cfg: GRPOConfig, backward: bool
     return loss_sum, {"kl": kl_sum, "tokens": total_tokens}
 
 
-def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, seed: int) -> list[Trajectory]:
-    """``group_size`` sampled rollouts per task with the current weights, graded."""
-    from trajforge.policies.hf import HFPolicy
+def drop_solved(tasks: list[Task], measured: list[Trajectory]) -> tuple[list[Task], int]:
+    """Tasks minus those every measured sample of the policy solved (a group there would agree
+    and carry no gradient; filtering such prompts up front is DAPO's dynamic sampling done once).
+    Tasks without measurements are kept. Returns (kept, dropped count)."""
+    runs: dict[str, list[bool]] = {}
+    for t in measured:
+        if t.outcome is not None and t.outcome.tier != "env_fault":
+            runs.setdefault(t.task_id, []).append(bool(t.outcome.correct))
+    solved = {tid for tid, ok in runs.items() if len(ok) > 1 and all(ok)}
+    kept = [t for t in tasks if t.id not in solved]
+    return kept, len(tasks) - len(kept)
 
-    policy = HFPolicy(model, name="grpo-rollout", loaded=(net, tok), temperature=cfg.temperature,
-                      seed=seed, max_new_tokens=cfg.max_new_tokens, batch_size=64,
-                      dialect=get_dialect(cfg.dialect) if cfg.dialect else None)
+
+def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, seed: int,
+                     served: str | None = None) -> list[Trajectory]:
+    """``group_size`` sampled rollouts per task with the current weights, graded: locally, or on
+    the rollout server as the adapter named ``served``."""
+    if served is not None:
+        from trajforge.policies.openai import OpenAIPolicy
+
+        policy = OpenAIPolicy(cfg.rollout_server, served, name="grpo-rollout", temperature=cfg.temperature,
+                              max_tokens=cfg.max_new_tokens, batch_size=64, token_ids=True)
+    else:
+        from trajforge.policies.hf import HFPolicy
+
+        policy = HFPolicy(model, name="grpo-rollout", loaded=(net, tok), temperature=cfg.temperature,
+                          seed=seed, max_new_tokens=cfg.max_new_tokens, batch_size=64,
+                          dialect=get_dialect(cfg.dialect) if cfg.dialect else None)
     harness = HarnessConfig(max_turns=cfg.max_turns, max_consecutive_errors=cfg.max_turns)
     episode = guided(cfg.explore) if cfg.guided else Episode
     trajs = run_episodes(tasks, policy, harness, samples=cfg.group_size, episode=episode)
@@ -245,6 +269,14 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
     total = cfg.steps if cfg.max_steps <= 0 else min(cfg.steps, cfg.max_steps)
     rewards, solved, all_trajs = [], [], []
     cache: dict[int, Rollouts] = {}
+    server = None
+    if cfg.rollout_server:
+        from trajforge.policies.hf import adapter_lineage
+        from trajforge.train.rollout_server import RolloutServer
+
+        server = RolloutServer(cfg.rollout_server)
+        lineage = adapter_lineage(init_adapter) if init_adapter else []
+        served_meta = {"recipe": "grpo-rollout", "dialect": cfg.dialect, "base_model": model}
 
     def batch_at(step: int) -> Rollouts:
         rollout_step = step // cfg.updates_per_batch
@@ -252,7 +284,10 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
             cache.clear()
             picked = curriculum.sample(cfg.batch_size) if curriculum else rng.sample(tasks, min(cfg.batch_size, len(tasks)))
             net.eval()
-            trajs = collect_rollouts(net, tok, model, picked, cfg, seed=cfg.seed * 100_003 + rollout_step)
+            served = (server.publish(net, lineage, served_meta, Path(out_dir) / "rollout-adapters", rollout_step)
+                      if server else None)
+            trajs = collect_rollouts(net, tok, model, picked, cfg, seed=cfg.seed * 100_003 + rollout_step,
+                                     served=served)
             net.train()
             all_trajs.extend(trajs)
             for t in trajs:
@@ -275,7 +310,11 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
         return loss, {**stats, **extra}
 
     hook = evaluator.hook(net, tok) if evaluator else None
-    fitted = fit(net, total, batch_at, loss_fn, cfg, out_dir, "grpo", progress, resume, hook)
+    try:
+        fitted = fit(net, total, batch_at, loss_fn, cfg, out_dir, "grpo", progress, resume, hook)
+    finally:
+        if server:
+            server.close()
     result = GRPOResult(adapter_dir=str(out_dir), steps=len(fitted.losses), losses=fitted.losses,
                         rewards=rewards, solve_rates=solved, rescue=rescue_rate(all_trajs),
                         curriculum=curriculum.history if curriculum else [],
@@ -284,7 +323,20 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
     fingerprint = all_trajs[0].toolset_fingerprint if all_trajs else ""
     save_adapter(net, tok, out_dir, {
         "recipe": "grpo", "toolset_fingerprint": fingerprint, "env": tasks[0].env,
-        "dialect": all_trajs[0].dialect if all_trajs else "hermes", "base_model": model,
+        "dialect": _text_dialect(cfg, all_trajs, model), "base_model": model,
         "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
         "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
     return result
+
+
+def _text_dialect(cfg: GRPOConfig, trajs: list[Trajectory], model: str) -> str:
+    """The dialect the adapter writes calls in. Server rollouts are recorded as ``openai`` (the
+    wire format); the model itself wrote the server's text dialect."""
+    if cfg.dialect:
+        return cfg.dialect
+    written = [t.dialect for t in trajs if t.dialect and t.dialect != "openai"]
+    if written:
+        return written[0]
+    from trajforge.policies.models import EMBEDDED
+
+    return EMBEDDED.get(model, {}).get("dialect", "hermes")
