@@ -5,10 +5,13 @@
 One run on the 2-core CPU (budget: 40 minutes). Stages:
 1. synthesize SQL tasks; collect expert episodes on the train split;
 2. SFT (the demo's settings) → evaluate on the held-out split;
-3. sample the SFT model on train tasks (several samples each, temperature > 0), graded: failures
-   against successes (the model's own, or the expert's) make DPO pairs → DPO → evaluate;
-4. GRPO from the DPO model with the environment in the loop (curriculum from the medium tier,
-   guided exploration on, so its rescue rate is measured) → evaluate.
+3. sample the SFT model on train tasks (several samples each, temperature > 0), graded: the
+   model's own failures against its own successes make DPO pairs at the first diverging turn
+   (the expert's success only where the model never succeeded: ``on_policy_pool``) → DPO →
+   evaluate;
+4. GRPO from the DPO model with the environment in the loop on the train tasks minus those the
+   SFT model solved in every sample (``drop_solved``), curriculum from the medium tier, guided
+   exploration on (so its rescue rate is measured) → evaluate.
 Prints a table of held-out completion / validity / avg turns per stage with 95% intervals, the
 stage timings, forgetting (NLL of the base model's own answers to 20 held-out general prompts), and
 guided exploration's rescue rate; writes everything to OUT/learning.json.
@@ -45,8 +48,8 @@ def main() -> None:
     from trajforge.policies import make_policy
     from trajforge.store import TrajectoryStore
     from trajforge.tasks import synthesize
-    from trajforge.train.dpo import DPOConfig, train_dpo
-    from trajforge.train.grpo import GRPOConfig, train_grpo
+    from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
+    from trajforge.train.grpo import GRPOConfig, drop_solved, train_grpo
     from trajforge.train.sft import SFTConfig, train_sft
 
     out = Path(args.out)
@@ -98,21 +101,26 @@ def main() -> None:
         sample_tasks, make_policy(f"hf:{args.model}@{sft_dir}", name="sft-sampled", temperature=0.8,
                                   batch_size=64), out / "dpo-samples", samples=args.dpo_samples,
         harness=HarnessConfig(max_turns=6), show_progress=False))
-    ids = {t.id for t in sample_tasks}
-    pool = samples + [t for t in expert if t.task_id in ids]
+    pool = on_policy_pool(samples, expert)
+    solved = sum(t.outcome.correct for t in samples)
+    console.print(f"sft samples: {solved}/{len(samples)} solved; pool {len(pool)} "
+                  f"({len(pool) - len(samples)} expert episodes for never-solved tasks)")
     dpo_dir = out / "dpo"
     dpo = stage("train dpo", lambda: train_dpo(pool, args.model, dpo_dir, DPOConfig(
-        pairs="turn", beta=0.1, lr=2e-4, r=16, alpha=32, dropout=0.0, batch_size=4, epochs=1.0,
-        max_pairs_per_task=3, seed=args.seed), init_adapter=str(sft_dir), progress=False))
+        pairs="turn", beta=0.1, lr=1e-4, r=16, alpha=32, dropout=0.0, batch_size=4, epochs=1.0,
+        max_pairs_per_task=2, seed=args.seed), init_adapter=str(sft_dir), progress=False))
     console.print(f"dpo: {dpo.pairs} pairs, skipped {dpo.skipped}, margin {dpo.margins[-1]:+.3f}")
     stage("eval dpo", lambda: evaluate_adapter("dpo", dpo_dir))
 
     grpo_dir = out / "grpo"
-    grpo = stage("train grpo", lambda: train_grpo(train, args.model, grpo_dir, GRPOConfig(
+    rl_tasks, dropped = drop_solved(train, samples)
+    console.print(f"grpo tasks: {len(rl_tasks)} ({dropped} always solved by SFT dropped)")
+    grpo = stage("train grpo", lambda: train_grpo(rl_tasks, args.model, grpo_dir, GRPOConfig(
         steps=args.grpo_steps, batch_size=8, group_size=4, temperature=0.8, max_turns=6, lr=2e-4,
         r=16, alpha=32, dropout=0.0, curriculum_start="medium", guided=True, seed=args.seed),
         init_adapter=str(dpo_dir), progress=False))
-    console.print(f"grpo: rewards {[round(x, 3) for x in grpo.rewards]}, solve {grpo.solve_rates}, "
+    console.print(f"grpo: {grpo.seconds / max(1, grpo.steps):.0f}s/step, "
+                  f"rewards {[round(x, 3) for x in grpo.rewards]}, solve {grpo.solve_rates}, "
                   f"rescue {grpo.rescue}, curriculum {grpo.curriculum}")
     stage("eval grpo", lambda: evaluate_adapter("grpo", grpo_dir))
     forgetting = stage("forgetting", lambda: measure_forgetting(args.model, {

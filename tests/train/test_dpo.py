@@ -6,7 +6,8 @@ import torch
 from tests.train.rollouts import TokenScripted
 from trajforge.grade import graded
 from trajforge.harness import run_episodes
-from trajforge.train.dpo import DPOConfig, build_pairs, first_divergence, render_pair, train_dpo
+from trajforge.train.dpo import (DPOConfig, build_pairs, first_divergence, on_policy_pool, render_pair,
+                                 train_dpo)
 from trajforge.train.trainer import lora_model
 
 
@@ -29,6 +30,21 @@ def test_pairs_prefer_success_and_skip_env_faults(episodes):
     turn_pairs, _ = build_pairs(episodes, mode="turn")
     for p in turn_pairs:  # the two differ only in the final submit
         assert p.turn == first_divergence(p.chosen, p.rejected) == len(p.chosen.steps) - 1
+
+
+def test_on_policy_pool_adds_the_expert_only_where_the_policy_never_succeeded(episodes, expert_trajs):
+    failed = [t for t in episodes if not t.outcome.correct]
+    first = episodes[0].task_id
+    samples = [t for t in episodes if t.task_id == first] + [t for t in failed if t.task_id != first]
+    pool = on_policy_pool(samples, expert_trajs)
+    added = pool[len(samples):]
+    assert pool[:len(samples)] == samples
+    # every task the samples never solved gets its expert success; the solved one and tasks
+    # that were never sampled get none
+    assert sorted(t.task_id for t in added) == sorted({t.task_id for t in failed} - {first})
+    assert all(t.policy == "expert" and t.outcome.correct for t in added)
+    pairs, _ = build_pairs(pool)
+    assert {p.chosen.policy for p in pairs if p.task_id == first} == {samples[0].policy}
 
 
 def test_turn_pairs_put_loss_on_the_diverging_turn_only(episodes, tiny_model):
