@@ -39,7 +39,15 @@ def main() -> None:
     ap.add_argument("--dpo-tasks", type=int, default=40)
     ap.add_argument("--dpo-samples", type=int, default=4)
     ap.add_argument("--grpo-steps", type=int, default=8)
+    ap.add_argument("--grpo-lr", type=float, default=2e-4)
+    ap.add_argument("--grpo-temperature", type=float, default=0.8)
+    ap.add_argument("--no-curriculum", action="store_true", help="GRPO samples tasks uniformly")
     ap.add_argument("--seed", type=int, default=0)
+    # Variants (for measuring what would help, not the 40-minute run):
+    ap.add_argument("--sft-adapter", help="reuse this SFT adapter instead of training one")
+    ap.add_argument("--skip-dpo", action="store_true", help="GRPO starts from the SFT adapter")
+    ap.add_argument("--eval-test", action="store_true",
+                    help="also evaluate every stage on the test split (seen templates and entities)")
     args = ap.parse_args()
 
     from trajforge.eval.run import collect
@@ -76,55 +84,65 @@ def main() -> None:
     heldout = [t for t in tasks if t.split == "heldout"]
     harness = HarnessConfig(max_consecutive_errors=2)
 
+    test = [t for t in tasks if t.split == "test"]
+
     def evaluate_adapter(label: str, adapter: Path | None):
         spec = f"hf:{args.model}@{adapter}" if adapter else f"hf:{args.model}"
-        store = out / f"eval-{label}"
-        for old in store.glob("*.jsonl"):
-            old.unlink()
-        trajs = collect(heldout, make_policy(spec, name=label, batch_size=48), store, harness=harness,
-                        show_progress=False)
-        results[label] = evaluate(trajs)
-        r = results[label]
-        console.print(f"{label}: completion {r['completion']:.3f} {r['completion_ci95']}, "
-                      f"validity {r['validity']:.3f}, turns {r['avg_turns']:.2f}")
+        for split, pool in (("heldout", heldout), ("test", test if args.eval_test else [])):
+            if not pool:
+                continue
+            key = label if split == "heldout" else f"{label} (test split)"
+            store = out / (f"eval-{label}" if split == "heldout" else f"eval-{label}-test")
+            for old in store.glob("*.jsonl"):
+                old.unlink()
+            trajs = collect(pool, make_policy(spec, name=label, batch_size=48), store, harness=harness,
+                            show_progress=False)
+            results[key] = r = evaluate(trajs)
+            console.print(f"{key}: completion {r['completion']:.3f} {r['completion_ci95']}, "
+                          f"validity {r['validity']:.3f}, turns {r['avg_turns']:.2f}")
 
     expert = stage("collect expert", lambda: collect(train, make_policy("expert"), out / "expert",
                                                      show_progress=False))
-    sft_dir = out / "sft"
-    stage("train sft", lambda: train_sft(expert, args.model, sft_dir, SFTConfig(
-        epochs=1.75, lr=1e-3, batch_size=4, dropout=0.0, seed=args.seed), progress=False))
+    sft_dir = Path(args.sft_adapter) if args.sft_adapter else out / "sft"
+    if not args.sft_adapter:
+        stage("train sft", lambda: train_sft(expert, args.model, sft_dir, SFTConfig(
+            epochs=1.75, lr=1e-3, batch_size=4, dropout=0.0, seed=args.seed), progress=False))
     stage("eval sft", lambda: evaluate_adapter("sft", sft_dir))
 
-    # DPO data: the SFT model's own samples on train tasks, plus the expert's success per task.
-    sample_tasks = train[: args.dpo_tasks]
-    samples = stage("sample sft for dpo", lambda: collect(
-        sample_tasks, make_policy(f"hf:{args.model}@{sft_dir}", name="sft-sampled", temperature=0.8,
-                                  batch_size=64), out / "dpo-samples", samples=args.dpo_samples,
-        harness=HarnessConfig(max_turns=6), show_progress=False))
-    pool = on_policy_pool(samples, expert)
-    solved = sum(t.outcome.correct for t in samples)
-    console.print(f"sft samples: {solved}/{len(samples)} solved; pool {len(pool)} "
-                  f"({len(pool) - len(samples)} expert episodes for never-solved tasks)")
-    dpo_dir = out / "dpo"
-    dpo = stage("train dpo", lambda: train_dpo(pool, args.model, dpo_dir, DPOConfig(
-        pairs="turn", beta=0.1, lr=1e-4, r=16, alpha=32, dropout=0.0, batch_size=4, epochs=1.0,
-        max_pairs_per_task=2, seed=args.seed), init_adapter=str(sft_dir), progress=False))
-    console.print(f"dpo: {dpo.pairs} pairs, skipped {dpo.skipped}, margin {dpo.margins[-1]:+.3f}")
-    stage("eval dpo", lambda: evaluate_adapter("dpo", dpo_dir))
+    samples: list = []
+    dpo_dir, dpo = sft_dir, None
+    if not args.skip_dpo:
+        # DPO data: the SFT model's own samples on train tasks (the expert only where it never succeeded).
+        sample_tasks = train[: args.dpo_tasks]
+        samples = stage("sample sft for dpo", lambda: collect(
+            sample_tasks, make_policy(f"hf:{args.model}@{sft_dir}", name="sft-sampled", temperature=0.8,
+                                      batch_size=64), out / "dpo-samples", samples=args.dpo_samples,
+            harness=HarnessConfig(max_turns=6), show_progress=False))
+        pool = on_policy_pool(samples, expert)
+        solved = sum(t.outcome.correct for t in samples)
+        console.print(f"sft samples: {solved}/{len(samples)} solved; pool {len(pool)} "
+                      f"({len(pool) - len(samples)} expert episodes for never-solved tasks)")
+        dpo_dir = out / "dpo"
+        dpo = stage("train dpo", lambda: train_dpo(pool, args.model, dpo_dir, DPOConfig(
+            pairs="turn", beta=0.1, lr=1e-4, r=16, alpha=32, dropout=0.0, batch_size=4, epochs=1.0,
+            max_pairs_per_task=2, seed=args.seed), init_adapter=str(sft_dir), progress=False))
+        console.print(f"dpo: {dpo.pairs} pairs, skipped {dpo.skipped}, margin {dpo.margins[-1]:+.3f}")
+        stage("eval dpo", lambda: evaluate_adapter("dpo", dpo_dir))
 
     grpo_dir = out / "grpo"
     rl_tasks, dropped = drop_solved(train, samples)
     console.print(f"grpo tasks: {len(rl_tasks)} ({dropped} always solved by SFT dropped)")
     grpo = stage("train grpo", lambda: train_grpo(rl_tasks, args.model, grpo_dir, GRPOConfig(
-        steps=args.grpo_steps, batch_size=8, group_size=4, temperature=0.8, max_turns=6, lr=2e-4,
-        r=16, alpha=32, dropout=0.0, curriculum_start="medium", guided=True, seed=args.seed),
+        steps=args.grpo_steps, batch_size=8, group_size=4, temperature=args.grpo_temperature, max_turns=6,
+        lr=args.grpo_lr, r=16, alpha=32, dropout=0.0, curriculum=not args.no_curriculum,
+        curriculum_start="medium", guided=True, seed=args.seed),
         init_adapter=str(dpo_dir), progress=False))
     console.print(f"grpo: {grpo.seconds / max(1, grpo.steps):.0f}s/step, "
                   f"rewards {[round(x, 3) for x in grpo.rewards]}, solve {grpo.solve_rates}, "
                   f"rescue {grpo.rescue}, curriculum {grpo.curriculum}")
     stage("eval grpo", lambda: evaluate_adapter("grpo", grpo_dir))
-    forgetting = stage("forgetting", lambda: measure_forgetting(args.model, {
-        "sft": sft_dir, "dpo": dpo_dir, "grpo": grpo_dir}, out))
+    stages = {"sft": sft_dir, "grpo": grpo_dir} if args.skip_dpo else {"sft": sft_dir, "dpo": dpo_dir, "grpo": grpo_dir}
+    forgetting = stage("forgetting", lambda: measure_forgetting(args.model, stages, out))
 
     table = Table(title=f"held-out SQL, {len(heldout)} tasks, {args.model}")
     for col in ("stage", "completion [95% CI]", "validity", "avg turns", "forgetting NLL"):
@@ -132,7 +150,7 @@ def main() -> None:
     for label, r in results.items():
         lo, hi = r["completion_ci95"]
         table.add_row(label, f"{r['completion']:.3f} [{lo:.3f}, {hi:.3f}]", f"{r['validity']:.3f}",
-                      f"{r['avg_turns']:.2f}", f"{forgetting.get(label, float('nan')):.3f}")
+                      f"{r['avg_turns']:.2f}", f"{forgetting.get(label.split(' ')[0], float('nan')):.3f}")
     console.print(table)
     timings["total"] = round(time.perf_counter() - t_start, 1)
     cpu["total"] = round(sum(cpu.values()), 1)
@@ -141,7 +159,8 @@ def main() -> None:
     console.print(f"forgetting (mean NLL of base answers; base = {forgetting['base']:.3f}): {forgetting}")
     (out / "learning.json").write_text(json.dumps({
         "results": results, "timings_s": timings, "cpu_s": cpu, "forgetting_nll": forgetting,
-        "dpo": dpo.model_dump(exclude={"losses"}), "grpo": grpo.model_dump(exclude={"losses"})}, indent=2))
+        "dpo": dpo.model_dump(exclude={"losses"}) if dpo else None,
+        "grpo": grpo.model_dump(exclude={"losses"}), "args": vars(args)}, indent=2))
 
 
 def measure_forgetting(model: str, adapters: dict[str, Path], out: Path) -> dict[str, float]:
