@@ -52,6 +52,10 @@ def test_sft_changed_every_trainable_parameter(run):
     unchanged = [k for k in trained if torch.equal(trained[k], init[k])]
     assert unchanged == []
     assert meta["result"]["steps"] == 3 and meta["toolset_fingerprint"]
+    # The CLI mixes 30% self-distilled general samples in by default (against forgetting).
+    assert meta["config"]["replay_share"] == 0.3
+    n_expert = len([1 for line in (d / "store").glob("shard-*.jsonl") for _ in line.read_text().splitlines()])
+    assert meta["result"]["samples"] > n_expert
 
 
 def test_eval_compares_base_and_tuned(run):

@@ -60,7 +60,9 @@ def sft(data: Path = typer.Option(..., help="store of graded trajectories"),
         epochs: float = 2.0, lr: float = 2e-4, r: int = 32, batch_size: int = 8, max_steps: int = -1,
         seed: int = 0, checkpoint_every: int = 0, resume: bool = False,
         eval_tasks: Optional[Path] = None, eval_every: int = 0, eval_split: str = "test",
-        replay_share: float = 0.0) -> None:
+        replay_share: float = typer.Option(
+            0.3, help="share of self-distilled general-instruction samples mixed in against "
+                      "forgetting (the base model's own answers to shipped prompts; 0 turns it off)")) -> None:
     """LoRA SFT on a store's successful trajectories (loss on assistant tokens only)."""
     from trajforge.train.sft import SFTConfig, train_sft
 
@@ -85,7 +87,9 @@ def dpo(data: Path = typer.Option(..., help="store with successes and failures o
         beta: float = 0.1, epochs: float = 1.0, lr: float = 5e-5, r: int = 32, batch_size: int = 4,
         max_steps: int = -1, seed: int = 0, checkpoint_every: int = 0, resume: bool = False,
         eval_tasks: Optional[Path] = None, eval_every: int = 0, eval_split: str = "test",
-        replay_share: float = 0.0) -> None:
+        replay_share: float = typer.Option(
+            0.3, help="share of self-distilled general-instruction samples mixed in against "
+                      "forgetting (the base model's own answers to shipped prompts; 0 turns it off)")) -> None:
     """DPO from preference pairs built out of graded trajectories."""
     from trajforge.train.dpo import DPOConfig, train_dpo
 
