@@ -46,6 +46,9 @@ def main() -> None:
     # Variants (for measuring what would help, not the 40-minute run):
     ap.add_argument("--sft-adapter", help="reuse this SFT adapter instead of training one")
     ap.add_argument("--skip-dpo", action="store_true", help="GRPO starts from the SFT adapter")
+    ap.add_argument("--replay-share", type=float, default=0.0,
+                    help="share of self-distilled general samples mixed into SFT (forgetting)")
+    ap.add_argument("--sft-only", action="store_true", help="stop after SFT: its eval and forgetting")
     ap.add_argument("--eval-test", action="store_true",
                     help="also evaluate every stage on the test split (seen templates and entities)")
     args = ap.parse_args()
@@ -105,9 +108,17 @@ def main() -> None:
                                                      show_progress=False))
     sft_dir = Path(args.sft_adapter) if args.sft_adapter else out / "sft"
     if not args.sft_adapter:
+        replay = stage("self-distill replay", lambda: general_replay(args.model, out)) if args.replay_share else None
         stage("train sft", lambda: train_sft(expert, args.model, sft_dir, SFTConfig(
-            epochs=1.75, lr=1e-3, batch_size=4, dropout=0.0, seed=args.seed), progress=False))
+            epochs=1.75, lr=1e-3, batch_size=4, dropout=0.0, seed=args.seed, replay_share=args.replay_share),
+            progress=False, replay=replay))
     stage("eval sft", lambda: evaluate_adapter("sft", sft_dir))
+    if args.sft_only:
+        forgetting = stage("forgetting", lambda: measure_forgetting(args.model, {"sft": sft_dir}, out))
+        console.print(f"forgetting (mean NLL of base answers): {forgetting}; timings {timings}")
+        (out / "learning.json").write_text(json.dumps({"results": results, "timings_s": timings,
+                                                       "forgetting_nll": forgetting, "args": vars(args)}, indent=2))
+        return
 
     samples: list = []
     dpo_dir, dpo = sft_dir, None
@@ -161,6 +172,16 @@ def main() -> None:
         "results": results, "timings_s": timings, "cpu_s": cpu, "forgetting_nll": forgetting,
         "dpo": dpo.model_dump(exclude={"losses"}) if dpo else None,
         "grpo": grpo.model_dump(exclude={"losses"}), "args": vars(args)}, indent=2))
+
+
+def general_replay(model: str, out: Path):
+    """The base model's own answers to the shipped (training) general prompts."""
+    from trajforge.policies.hf import load_model
+    from trajforge.policies.models import resolve
+    from trajforge.train.replay import cached_replay, general_prompts
+
+    base, tok = load_model(model)
+    return cached_replay(resolve(model), base, tok, general_prompts()[0], out / "replay-cache")
 
 
 def measure_forgetting(model: str, adapters: dict[str, Path], out: Path) -> dict[str, float]:
