@@ -27,9 +27,8 @@ _KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
 
 
 def _scaling(cfg: dict, where: str) -> float:
-    for field in ("use_dora",):
-        if cfg.get(field):
-            raise ValueError(f"{where}: {field} adapters cannot be stacked into one LoRA")
+    if cfg.get("use_dora"):
+        raise ValueError(f"{where}: use_dora adapters cannot be stacked into one LoRA")
     for field in ("rank_pattern", "alpha_pattern"):
         if cfg.get(field):
             raise ValueError(f"{where}: per-module {field} is not supported when stacking adapters")

@@ -15,6 +15,7 @@ shared mount).
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import httpx
@@ -64,7 +65,7 @@ class RolloutServer:
         if self.loaded is not None:
             try:
                 self._post("unload_lora_adapter", {"lora_name": self.loaded})
-            except RolloutServerError:
-                pass  # the server may already be gone; nothing of ours is left to lose
+            except RolloutServerError as e:  # training is done; say what may be left on the server
+                warnings.warn(f"could not unload rollout adapter {self.loaded!r}: {e}", stacklevel=2)
             self.loaded = None
         self.client.close()
