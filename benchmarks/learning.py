@@ -1,20 +1,22 @@
 """SFT → DPO → GRPO on the embedded model and the SQL domain, held-out completion after each stage.
 
-    .venv/bin/python benchmarks/learning.py [--out runs/learning] [--grpo-steps 8]
+    .venv/bin/python benchmarks/learning.py [--out runs/learning] [--grpo-steps 6] [--pass-k 8]
 
 One run on the 2-core CPU (budget: 40 minutes). Stages:
 1. synthesize SQL tasks; collect expert episodes on the train split;
 2. SFT (the demo's settings) → evaluate on the held-out split;
-3. sample the SFT model on train tasks (several samples each, temperature > 0), graded: the
-   model's own failures against its own successes make DPO pairs at the first diverging turn
-   (the expert's success only where the model never succeeded: ``on_policy_pool``) → DPO →
-   evaluate;
+3. sample the SFT model on 24 train tasks (4 samples each, T=0.8), graded: the model's own
+   failures against its own successes make DPO pairs at the first diverging turn (the expert's
+   success only where the model never succeeded: ``on_policy_pool``) → DPO → evaluate;
 4. GRPO from the DPO model with the environment in the loop on the train tasks minus those the
    SFT model solved in every sample (``drop_solved``), curriculum from the medium tier, guided
-   exploration on (so its rescue rate is measured) → evaluate.
-Prints a table of held-out completion / validity / avg turns per stage with 95% intervals, the
-stage timings, forgetting (NLL of the base model's own answers to 20 held-out general prompts), and
-guided exploration's rescue rate; writes everything to OUT/learning.json.
+   exploration on (so its rescue rate is measured), 6 steps × 8 tasks × G=4 → evaluate.
+Prints a table of held-out completion / validity / avg turns per stage with 95% intervals, which
+held-out tasks each stage fixed and broke against SFT, the stage timings, forgetting (NLL of the
+base model's own answers to 20 held-out general prompts), and guided exploration's rescue rate;
+writes everything to OUT/learning.json. ``--pass-k K`` adds the held-out pass@k curve of SFT and
+GRPO (K samples per task at T=0.8): the headroom that RL's sharpening could turn into greedy
+success; it costs ~17 minutes per model for K=8 and is outside the 40-minute budget.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ def main() -> None:
     ap.add_argument("--out", default="runs/learning")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--n", type=int, default=260)
-    ap.add_argument("--dpo-tasks", type=int, default=40)
+    ap.add_argument("--dpo-tasks", type=int, default=24)
     ap.add_argument("--dpo-samples", type=int, default=4)
-    ap.add_argument("--grpo-steps", type=int, default=8)
+    ap.add_argument("--grpo-steps", type=int, default=6)
     ap.add_argument("--grpo-lr", type=float, default=2e-4)
     ap.add_argument("--grpo-temperature", type=float, default=0.8)
     ap.add_argument("--no-curriculum", action="store_true", help="GRPO samples tasks uniformly")
@@ -51,6 +53,9 @@ def main() -> None:
     ap.add_argument("--sft-only", action="store_true", help="stop after SFT: its eval and forgetting")
     ap.add_argument("--eval-test", action="store_true",
                     help="also evaluate every stage on the test split (seen templates and entities)")
+    ap.add_argument("--pass-k", type=int, default=0,
+                    help="also sample SFT and GRPO K times per held-out task at T=0.8: pass@k is the "
+                         "headroom RL can sharpen into greedy success (~17 min per model for K=8)")
     args = ap.parse_args()
 
     from trajforge.eval.run import collect
@@ -70,6 +75,9 @@ def main() -> None:
     timings: dict[str, float] = {}
     cpu: dict[str, float] = {}  # process CPU seconds: what the wall time is on a quiet machine
     results: dict[str, dict] = {}
+    solved: dict[str, set[str]] = {}  # stage → held-out (or test) task ids solved
+    flips: dict[str, dict[str, list[str]]] = {}
+    pass_k: dict[str, dict[int, float]] = {}
     t_start = time.perf_counter()
 
     def stage(name, fn):
@@ -101,8 +109,25 @@ def main() -> None:
             trajs = collect(pool, make_policy(spec, name=label, batch_size=48), store, harness=harness,
                             show_progress=False)
             results[key] = r = evaluate(trajs)
+            solved[key] = {t.task_id for t in trajs if t.outcome and t.outcome.correct}
             console.print(f"{key}: completion {r['completion']:.3f} {r['completion_ci95']}, "
                           f"validity {r['validity']:.3f}, turns {r['avg_turns']:.2f}")
+            sft_key = "sft" + key[len(label):]  # the same split's SFT result
+            if label != "sft" and sft_key in solved:  # which tasks this stage fixed and broke
+                base = solved[sft_key]
+                flips[key] = {"fixed": sorted(solved[key] - base), "broke": sorted(base - solved[key])}
+                console.print(f"  vs sft: fixed {len(flips[key]['fixed'])}, broke {len(flips[key]['broke'])}")
+
+    def sample_heldout(label: str, adapter: Path):
+        """K samples per held-out task at T=0.8: the pass@k curve."""
+        store = out / f"passk-{label}"
+        for old in store.glob("*.jsonl"):
+            old.unlink()
+        trajs = collect(heldout, make_policy(f"hf:{args.model}@{adapter}", name=f"{label}-sampled",
+                                             temperature=0.8, batch_size=64),
+                        store, samples=args.pass_k, harness=harness, show_progress=False)
+        pass_k[label] = evaluate(trajs)["pass_at_k"]
+        console.print(f"{label} held-out pass@k at T=0.8: {pass_k[label]}")
 
     expert = stage("collect expert", lambda: collect(train, make_policy("expert"), out / "expert",
                                                      show_progress=False))
@@ -113,6 +138,8 @@ def main() -> None:
             epochs=1.75, lr=1e-3, batch_size=4, dropout=0.0, seed=args.seed, replay_share=args.replay_share),
             progress=False, replay=replay))
     stage("eval sft", lambda: evaluate_adapter("sft", sft_dir))
+    if args.pass_k:
+        stage("pass@k sft", lambda: sample_heldout("sft", sft_dir))
     if args.sft_only:
         forgetting = stage("forgetting", lambda: measure_forgetting(args.model, {"sft": sft_dir}, out))
         console.print(f"forgetting (mean NLL of base answers): {forgetting}; timings {timings}")
@@ -152,6 +179,8 @@ def main() -> None:
                   f"rewards {[round(x, 3) for x in grpo.rewards]}, solve {grpo.solve_rates}, "
                   f"rescue {grpo.rescue}, curriculum {grpo.curriculum}")
     stage("eval grpo", lambda: evaluate_adapter("grpo", grpo_dir))
+    if args.pass_k:
+        stage("pass@k grpo", lambda: sample_heldout("grpo", grpo_dir))
     stages = {"sft": sft_dir, "grpo": grpo_dir} if args.skip_dpo else {"sft": sft_dir, "dpo": dpo_dir, "grpo": grpo_dir}
     forgetting = stage("forgetting", lambda: measure_forgetting(args.model, stages, out))
 
@@ -170,6 +199,7 @@ def main() -> None:
     console.print(f"forgetting (mean NLL of base answers; base = {forgetting['base']:.3f}): {forgetting}")
     (out / "learning.json").write_text(json.dumps({
         "results": results, "timings_s": timings, "cpu_s": cpu, "forgetting_nll": forgetting,
+        "flips_vs_sft": flips, "pass_at_k": pass_k,
         "dpo": dpo.model_dump(exclude={"losses"}) if dpo else None,
         "grpo": grpo.model_dump(exclude={"losses"}), "args": vars(args)}, indent=2))
 

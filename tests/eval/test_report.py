@@ -116,3 +116,19 @@ def test_ungraded_episodes_and_the_flip_cap(run_dir, tmp_path, monkeypatch):
     assert 'class="badge tier-ungraded">ungraded' in page
     assert page.count('<section class="flip"') == 3 and "The first 3 of 10 flipped tasks" in page
     assert page.count("not rendered") == 7
+
+
+def test_pass_at_k_column_for_sampled_policies(run_dir):
+    from trajforge.eval.report import _summary_table, policy_stats
+
+    base = [t for t in run_dir.episodes if t.policy == "base"]
+    tuned = [t for t in run_dir.episodes if t.policy == "tuned"]
+    # Two samples per task for "sampled": the first solves nothing, the second solves every task.
+    first = [t.model_copy(update={"policy": "sampled", "outcome": t.outcome.model_copy(update={"correct": False})})
+             for t in base]
+    second = [t.model_copy(update={"policy": "sampled", "sample": 1,
+                                   "outcome": t.outcome.model_copy(update={"correct": True})}) for t in base]
+    stats = {"tuned": policy_stats(tuned), "sampled": policy_stats(first + second)}
+    html = _summary_table(stats, None)
+    assert "<th>pass@k</th>" in html and "@1 50% · @2 100%" in html
+    assert "pass@k" not in _summary_table({"tuned": stats["tuned"]}, None)  # one sample each: no column

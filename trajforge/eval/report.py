@@ -139,6 +139,9 @@ def _ordered(values: set[str], order: tuple[str, ...] = ()) -> list[str]:
 def _summary_table(stats: dict[str, dict[str, Any]], pair: Pair | None) -> str:
     head = ["policy", "episodes", "splits", "completion (95% CI)", "validity after repair (95% CI)",
             "strict validity (95% CI)", "avg turns (95% CI)", "avg reward (95% CI)", "env faults"]
+    sampled = any("pass_at_k" in m for m in stats.values())  # several samples per task somewhere
+    if sampled:
+        head.append("pass@k")
     rows = []
     for name, m in stats.items():
         role = ""
@@ -148,7 +151,8 @@ def _summary_table(stats: dict[str, dict[str, Any]], pair: Pair | None) -> str:
         splits = ", ".join(f"{esc(s)} {n}" for s, n in sorted(m["splits"].items()))
         rows.append([f"<b>{esc(name)}</b>{role}", str(m["n"]), splits, _rate(m["completion_kn"]),
                      _rate(m["validity_kn"]), _rate(m["strict_kn"]), _mean(m["turns_ci"]),
-                     _mean(m["reward_ci"], 3), str(m["env_faults"])])
+                     _mean(m["reward_ci"], 3), str(m["env_faults"])]
+                    + ([_pass_curve(m.get("pass_at_k", {}))] if sampled else []))
     if pair:
         b, a = stats[pair.before], stats[pair.after]
 
@@ -159,8 +163,14 @@ def _summary_table(stats: dict[str, dict[str, Any]], pair: Pair | None) -> str:
             return f"{100 * (ka / na - kb / nb):+.0f} pp"
 
         rows.append(["<b>Δ after − before</b>", "", "", pp("completion_kn"), pp("validity_kn"), pp("strict_kn"),
-                     f"{a['turns_ci'][0] - b['turns_ci'][0]:+.2f}", f"{a['reward_ci'][0] - b['reward_ci'][0]:+.3f}", ""])
+                     f"{a['turns_ci'][0] - b['turns_ci'][0]:+.2f}", f"{a['reward_ci'][0] - b['reward_ci'][0]:+.3f}", ""]
+                    + ([""] if sampled else []))
     return _table(head, rows)
+
+
+def _pass_curve(curve: dict[int, float]) -> str:
+    """``@1 46% · @2 60% · @4 71%``: how often one of k samples solves a task."""
+    return " · ".join(f"@{k} {_pct(v)}" for k, v in sorted(curve.items()))
 
 
 def _by_group(episodes: dict[str, list[Trajectory]], key: Callable[[Trajectory], str],

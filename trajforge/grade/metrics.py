@@ -4,6 +4,10 @@
 - validity: share of assistant turns that contained at least one valid tool call and no invalid
   one (after the parser's recorded repairs); ``strict_validity`` also requires no repair.
 - avg_turns: mean assistant turns per episode.
+- pass_at_k: when tasks were sampled several times, the unbiased pass@k estimate (Chen et al.
+  2021) for k = 1, 2, 4, … up to the fewest samples any task has. pass@k above pass@1 is headroom
+  that RL can turn into greedy success by sharpening; pass@k ≈ pass@1 means the policy never
+  finds the answer, and sharpening has nothing to work with.
 Episodes graded ``env_fault`` are reported (``env_faults``) and left out of the rates: an
 infrastructure failure says nothing about the model.
 """
@@ -59,11 +63,39 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
     }
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased chance that at least one of k samples drawn without replacement from n, of which c
+    are correct, is correct: 1 − C(n−c, k) / C(n, k)."""
+    if not 0 < k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 < k <= n and 0 <= c <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_curve(trajs: list[Trajectory]) -> dict[int, float]:
+    """Mean pass@k over tasks for k = 1, 2, 4, … ≤ the fewest samples of any task (``{}`` when some
+    task has a single sample). env_fault episodes are not samples."""
+    runs: dict[str, list[bool]] = defaultdict(list)
+    for t in trajs:
+        if not (t.outcome and t.outcome.tier == "env_fault"):
+            runs[t.task_id].append(bool(t.outcome and t.outcome.correct))
+    n_min = min((len(r) for r in runs.values()), default=0)
+    if n_min < 2:
+        return {}
+    ks = [2 ** i for i in range(n_min.bit_length())]  # powers of two up to n_min
+    return {k: round(sum(pass_at_k(len(r), sum(r), k) for r in runs.values()) / len(runs), 4)
+            for k in ks}
+
+
 def evaluate(trajs: list[Trajectory]) -> dict[str, Any]:
-    """Overall metrics plus a ``tiers`` breakdown."""
+    """Overall metrics plus a ``tiers`` breakdown (and ``pass_at_k`` for repeated samples)."""
     by_tier: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:
         by_tier[t.tier or "unknown"].append(t)
     out = summarize(trajs)
     out["tiers"] = {tier: summarize(group) for tier, group in sorted(by_tier.items())}
+    curve = pass_curve(trajs)
+    if curve:
+        out["pass_at_k"] = curve
     return out
