@@ -109,3 +109,20 @@ def test_background_writer_group_commits_and_close_writes_everything(tmp_path):
     w.close()
     assert [t.task_id for t in st.read()] == [f"t{i}" for i in range(200)]
     assert st.writer().name == "shard-0"  # the lock went with close
+
+
+def test_grade_cli_names_a_running_collection_and_changes_nothing(tmp_path):
+    from typer.testing import CliRunner
+
+    from trajforge.cli.main import app
+
+    st = TrajectoryStore(tmp_path)
+    with st.writer() as w:
+        w.append(traj(0))
+        before = (tmp_path / "shard-0.jsonl").read_bytes()
+        res = CliRunner().invoke(app, ["grade", str(tmp_path)])
+        said = " ".join(res.output.split())  # rich wraps long lines
+        assert res.exit_code != 0 and isinstance(res.exception, SystemExit)  # a clear error, no traceback
+        assert "shard-0.jsonl is being written by a running collection" in said
+        assert "grade it after the collection finishes (nothing was changed)" in said
+        assert (tmp_path / "shard-0.jsonl").read_bytes() == before

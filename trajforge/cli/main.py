@@ -80,13 +80,16 @@ def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0):
 def grade(store: Path = typer.Argument(...)) -> None:
     """(Re)grade every trajectory in a store in place and print the outcome counts."""
     from trajforge.grade import graded
-    from trajforge.store import TrajectoryStore
+    from trajforge.store import ShardBusy, TrajectoryStore
 
     st = TrajectoryStore(store)
     trajs = [graded(t) for t in st]
     if not trajs:
         _fail(f"no trajectories in {store}")
-    st.rewrite(trajs)
+    try:
+        st.rewrite(trajs)
+    except ShardBusy as e:  # a running collection still appends: grade when it has finished
+        _fail(f"{e}; grade it after the collection finishes (nothing was changed)")
     counts: dict[str, int] = {}
     for t in trajs:
         key = t.outcome.tier + (f"({t.outcome.fail_reason})" if t.outcome.fail_reason else "")
