@@ -1,6 +1,6 @@
 """SFT → DPO → GRPO on the embedded model and the SQL domain, held-out completion after each stage.
 
-    .venv/bin/python benchmarks/learning.py [--out runs/learning] [--grpo-steps 6] [--pass-k 8]
+    .venv/bin/python benchmarks/learning.py [--out runs/learning] [--budget-min 40] [--pass-k 8]
 
 One run on the 2-core CPU (budget: 40 minutes). Stages:
 1. synthesize SQL tasks; collect expert episodes on the train split;
@@ -10,7 +10,8 @@ One run on the 2-core CPU (budget: 40 minutes). Stages:
    success only where the model never succeeded: ``on_policy_pool``) → DPO → evaluate;
 4. GRPO from the DPO model with the environment in the loop on the train tasks minus those the
    SFT model solved in every sample (``drop_solved``), curriculum from the medium tier, guided
-   exploration on (so its rescue rate is measured), 6 steps × 8 tasks × G=4 → evaluate.
+   exploration on (so its rescue rate is measured), up to 8 steps × 8 tasks × G=4, stopped early
+   by the time budget (``--budget-min 40``: it keeps time for GRPO's evaluation) → evaluate.
 Prints a table of held-out completion / validity / avg turns per stage with 95% intervals, which
 held-out tasks each stage fixed and broke against SFT, the stage timings, forgetting (NLL of the
 base model's own answers to 20 held-out general prompts), and guided exploration's rescue rate;
@@ -40,7 +41,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=260)
     ap.add_argument("--dpo-tasks", type=int, default=24)
     ap.add_argument("--dpo-samples", type=int, default=4)
-    ap.add_argument("--grpo-steps", type=int, default=6)
+    ap.add_argument("--grpo-steps", type=int, default=8, help="planned GRPO steps (the budget may stop it sooner)")
+    ap.add_argument("--budget-min", type=float, default=40.0,
+                    help="whole-run budget: GRPO stops before a step that would leave too little time "
+                         "for its evaluation and the forgetting measurement (0: no budget)")
     ap.add_argument("--grpo-lr", type=float, default=2e-4)
     ap.add_argument("--grpo-temperature", type=float, default=0.8)
     ap.add_argument("--no-curriculum", action="store_true", help="GRPO samples tasks uniformly")
@@ -170,12 +174,17 @@ def main() -> None:
     grpo_dir = out / "grpo"
     rl_tasks, dropped = drop_solved(train, samples)
     console.print(f"grpo tasks: {len(rl_tasks)} ({dropped} always solved by SFT dropped)")
+    # What is left of the budget after GRPO's own evaluation (timed like SFT's) and forgetting.
+    reserve = 1.2 * timings["eval sft"] + 60
+    grpo_seconds = max(1.0, 60 * args.budget_min - (time.perf_counter() - t_start) - reserve) if args.budget_min else 0.0
+    console.print(f"grpo time budget: {grpo_seconds:.0f}s" if grpo_seconds else "grpo: no time budget")
     grpo = stage("train grpo", lambda: train_grpo(rl_tasks, args.model, grpo_dir, GRPOConfig(
         steps=args.grpo_steps, batch_size=8, group_size=4, temperature=args.grpo_temperature, max_turns=6,
         lr=args.grpo_lr, r=16, alpha=32, dropout=0.0, curriculum=not args.no_curriculum,
-        curriculum_start="medium", guided=True, seed=args.seed),
+        curriculum_start="medium", guided=True, seed=args.seed, max_seconds=grpo_seconds),
         init_adapter=str(dpo_dir), progress=False))
-    console.print(f"grpo: {grpo.seconds / max(1, grpo.steps):.0f}s/step, "
+    console.print(f"grpo: {grpo.steps} steps{' (stopped by the time budget)' if grpo.stopped else ''}, "
+                  f"{grpo.seconds / max(1, grpo.steps):.0f}s/step, "
                   f"rewards {[round(x, 3) for x in grpo.rewards]}, solve {grpo.solve_rates}, "
                   f"rescue {grpo.rescue}, curriculum {grpo.curriculum}")
     stage("eval grpo", lambda: evaluate_adapter("grpo", grpo_dir))

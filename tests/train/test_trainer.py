@@ -100,3 +100,27 @@ def test_nonfinite_step_is_skipped_and_never_checkpointed(tiny_model, tmp_path):
     with pytest.raises(NonFiniteWeights):
         ckpt.save(9, net, torch.optim.AdamW([torch.zeros(1, requires_grad=True)]), {})
     assert ckpt.latest().name == "step-000002" and not list((tmp_path / "checkpoints").glob(".tmp*"))
+
+
+def test_time_budget_stops_before_a_step_that_would_overrun(tiny_model, tmp_path, monkeypatch):
+    import trajforge.train.trainer as trainer
+
+    clock = {"now": 0.0}  # each step takes 10 s on a fake clock, so the test is exact
+    monkeypatch.setattr(trainer, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: clock["now"])}))
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0, lr=1e-2, max_seconds=25)
+    net, _ = lora_model(tiny_model, cfg)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+
+    def loss_fn(step):
+        clock["now"] += 10.0
+        logits = net(input_ids=ids).logits.float()
+        return torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:]), {}
+
+    res = fit(net, 10, lambda s: s, loss_fn, cfg, tmp_path, progress=False)
+    # After 2 steps (20 s) a third would end at 30 s > 25 s: not started.
+    assert len(res.losses) == 2 and res.stopped == "time budget"
+    rows = [json.loads(line) for line in (tmp_path / "curves.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 2] and rows[-1]["stopped_for_time"] == 1
+    unlimited = fit(net, 3, lambda s: s, loss_fn, cfg.model_copy(update={"max_seconds": 0}), tmp_path / "b",
+                    progress=False)
+    assert len(unlimited.losses) == 3 and unlimited.stopped is None

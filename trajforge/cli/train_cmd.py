@@ -119,6 +119,8 @@ def grpo(tasks: Path = typer.Option(..., help="task pool to roll out on"), split
          curriculum: bool = True, guided: bool = False, checkpoint_every: int = 0,
          resume: bool = False, eval_tasks: Optional[Path] = None, eval_every: int = 0,
          eval_split: str = "test",
+         max_minutes: float = typer.Option(0.0, help="time budget: stop before a step that would end "
+                                                     "past it (0: none); the adapter is saved as usual"),
          rollout_server: Optional[str] = typer.Option(
              None, help="sample rollouts on this OpenAI-compatible server (vLLM with runtime LoRA "
                         "updates, or trajforge serve --allow-adapter-updates): http://HOST:PORT/v1")) -> None:
@@ -133,11 +135,12 @@ def grpo(tasks: Path = typer.Option(..., help="task pool to roll out on"), split
     cfg = GRPOConfig(steps=steps, batch_size=batch_size, group_size=group_size, temperature=temperature,
                      max_turns=max_turns, kl_beta=kl_beta, lr=lr, r=r, alpha=2 * r, seed=seed,
                      curriculum=curriculum, guided=guided, checkpoint_every=checkpoint_every,
-                     eval_every=eval_every, rollout_server=rollout_server)
+                     eval_every=eval_every, rollout_server=rollout_server, max_seconds=60 * max_minutes)
     try:
         res = train_grpo(pool, model, out, cfg, init_adapter=str(init_adapter) if init_adapter else None,
                          resume=resume, evaluator=_evaluator(eval_tasks, eval_every, model, eval_split))
     except (ValueError, RolloutServerError) as e:  # bad data, or the server refused the adapter
         _fail(str(e))
-    console.print(f"adapter saved to {res.adapter_dir}: {res.steps} steps in {res.seconds:.0f}s; "
+    stopped = f" (stopped early: {res.stopped})" if res.stopped else ""
+    console.print(f"adapter saved to {res.adapter_dir}: {res.steps} steps in {res.seconds:.0f}s{stopped}; "
                   f"mean reward {res.rewards[0]:.3f} → {res.rewards[-1]:.3f}; rescue {res.rescue}")

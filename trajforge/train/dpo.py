@@ -83,6 +83,8 @@ class DPOResult(BaseModel):
     seconds: float
     skipped_nonfinite: int = 0
     resumed_from: int = 0
+    stopped: str | None = None
+    """Why training ended before its planned steps (``time budget``), else None."""
 
 
 def _rank(t: Trajectory) -> tuple:
@@ -232,7 +234,7 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
     result = DPOResult(adapter_dir=str(out_dir), pairs=len(kept), skipped=skipped, steps=len(fitted.losses),
                        losses=fitted.losses, margins=margins, accuracy=accuracy,
                        seconds=time.perf_counter() - started, skipped_nonfinite=fitted.skipped_nonfinite,
-                       resumed_from=fitted.resumed_from)
+                       resumed_from=fitted.resumed_from, stopped=fitted.stopped)
     save_adapter(net, tok, out_dir, {
         "recipe": "dpo", "toolset_fingerprint": fingerprint, "env": pairs[0].chosen.env,
         "dialect": pairs[0].chosen.dialect, "base_model": model,

@@ -119,6 +119,8 @@ class GRPOResult(BaseModel):
     seconds: float
     skipped_nonfinite: int = 0
     resumed_from: int = 0
+    stopped: str | None = None
+    """Why training ended before its planned steps (``time budget``), else None."""
 
 
 def pack_steps(traj: Trajectory) -> list[tuple[list[int], list[tuple[int, int]]]]:
@@ -319,7 +321,8 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
                         rewards=rewards, solve_rates=solved, rescue=rescue_rate(all_trajs),
                         curriculum=curriculum.history if curriculum else [],
                         seconds=time.perf_counter() - started,
-                        skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from)
+                        skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
+                        stopped=fitted.stopped)
     fingerprint = all_trajs[0].toolset_fingerprint if all_trajs else ""
     save_adapter(net, tok, out_dir, {
         "recipe": "grpo", "toolset_fingerprint": fingerprint, "env": tasks[0].env,

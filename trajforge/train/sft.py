@@ -55,6 +55,8 @@ class SFTResult(BaseModel):
     seconds: float
     skipped_nonfinite: int = 0
     resumed_from: int = 0
+    stopped: str | None = None
+    """Why training ended before its planned steps (``time budget``), else None."""
 
 
 def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], dict[str, int]]:
@@ -169,7 +171,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         adapter_dir=str(out_dir), samples=len(samples), skipped=skipped,
         tokens=sum(len(r["input_ids"]) for r in used), loss_tokens=sum(sum(r["loss_mask"]) for r in used),
         steps=len(fitted.losses), losses=fitted.losses, seconds=time.perf_counter() - started,
-        skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
+        skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from, stopped=fitted.stopped,
     )
     save_adapter(net, tok, out_dir, {
         "recipe": "sft", "toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": dialect.name,

@@ -14,6 +14,7 @@ here once:
   They hold the adapter, the optimizer moments (safetensors, never pickle), the RNG states and the
   step; ``resume=True`` continues from the latest one and reproduces an uninterrupted run.
 - Curves (loss and in-loop evaluation) go to ``curves.jsonl`` and TensorBoard when installed.
+- ``max_seconds`` bounds the wall time: a step that would end past it is not started.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,6 +62,11 @@ class LoraSettings(BaseModel):
     """How many checkpoints to keep on disk."""
     eval_every: int = 0
     """Run the in-loop evaluation every N steps (0: never; needs eval tasks)."""
+    max_seconds: float = 0.0
+    """Time budget: stop before a step that would end past this many seconds of training, judged
+    by the mean step time so far (0: no limit). The learning-rate schedule stays the one planned
+    for the full run, so a stopped run ends before its decay finishes; the adapter is saved as
+    usual and ``FitResult.stopped`` says why it ended early."""
 
 
 def lora_model(path: str, cfg: LoraSettings, init_adapter: str | None = None):
@@ -97,6 +104,8 @@ class FitResult(BaseModel):
     """Steps dropped by the NaN/Inf guard."""
     resumed_from: int = 0
     """Step the run continued from (0: a fresh start)."""
+    stopped: str | None = None
+    """Why the run ended before ``total`` steps (``time budget``), else None."""
 
 
 def fit(net, total: int, batch_at: Callable[[int], Any], loss_fn: Callable[[Any], tuple[Any, dict]],
@@ -130,8 +139,13 @@ def fit(net, total: int, batch_at: Callable[[int], Any], loss_fn: Callable[[Any]
             sched.step()  # the schedule is a pure function of the step
     curves = Curves(out, name, append=start > 0)
     net.train()
+    began = time.perf_counter()
     with progress_bar(name, total - start, progress) as advance:
         for step in range(start, total):
+            if out_of_time(began, step - start, cfg.max_seconds):
+                result.stopped = "time budget"
+                curves.log(step, stopped_for_time=1)
+                break
             batch = batch_at(step)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss, stats = loss_fn(batch)
@@ -161,6 +175,15 @@ def fit(net, total: int, batch_at: Callable[[int], Any], loss_fn: Callable[[Any]
     net.eval()
     curves.close()
     return result
+
+
+def out_of_time(began: float, done: int, budget: float) -> bool:
+    """Would one more step, at the mean pace of the ``done`` steps so far, end past ``budget``
+    seconds? Never before the first step (its time is unknown) or without a budget."""
+    if budget <= 0 or done == 0:
+        return False
+    elapsed = time.perf_counter() - began
+    return elapsed + elapsed / done > budget
 
 
 class NonFiniteWeights(RuntimeError):
