@@ -8,16 +8,17 @@ One run on the 2-core CPU (budget: 40 minutes). Stages:
 3. sample the SFT model on 24 train tasks (4 samples each, T=0.8), graded: the model's own
    failures against its own successes make DPO pairs at the first diverging turn (the expert's
    success only where the model never succeeded: ``on_policy_pool``) → DPO → evaluate;
-4. GRPO from the DPO model with the environment in the loop on the train tasks minus those the
-   SFT model solved in every sample (``drop_solved``), curriculum from the medium tier, guided
-   exploration on (so its rescue rate is measured), up to 8 steps × 8 tasks × G=4, stopped early
-   by the time budget (``--budget-min 40``: it keeps time for GRPO's evaluation) → evaluate.
+4. GRPO from the DPO model with the environment in the loop on the sampled train tasks the SFT
+   model did not solve every time (``drop_solved``: groups there have signal), lr 5e-4, tasks
+   drawn uniformly (``--curriculum`` schedules tiers from medium instead), guided exploration on
+   (so its rescue rate is measured), up to 8 steps × 8 tasks × G=4, stopped early by the time
+   budget (``--budget-min 40``: it keeps time for GRPO's evaluation) → evaluate.
 Prints a table of held-out completion / validity / avg turns per stage with 95% intervals, which
 held-out tasks each stage fixed and broke against SFT, the stage timings, forgetting (NLL of the
 base model's own answers to 20 held-out general prompts), and guided exploration's rescue rate;
 writes everything to OUT/learning.json. ``--pass-k K`` adds the held-out pass@k curve of SFT and
 GRPO (K samples per task at T=0.8): the headroom that RL's sharpening could turn into greedy
-success; it costs ~17 minutes per model for K=8 and is outside the 40-minute budget.
+success; it costs ~21 minutes per model for K=8 and is outside the 40-minute budget.
 """
 
 from __future__ import annotations
@@ -45,9 +46,13 @@ def main() -> None:
     ap.add_argument("--budget-min", type=float, default=40.0,
                     help="whole-run budget: GRPO stops before a step that would leave too little time "
                          "for its evaluation and the forgetting measurement (0: no budget)")
-    ap.add_argument("--grpo-lr", type=float, default=2e-4)
+    ap.add_argument("--grpo-lr", type=float, default=5e-4)
     ap.add_argument("--grpo-temperature", type=float, default=0.8)
-    ap.add_argument("--no-curriculum", action="store_true", help="GRPO samples tasks uniformly")
+    ap.add_argument("--curriculum", action="store_true",
+                    help="GRPO schedules tiers easy → medium → hard (from medium) instead of sampling uniformly")
+    ap.add_argument("--rl-pool", choices=("measured", "train"), default="measured",
+                    help="GRPO tasks: those SFT was sampled on and did not always solve (every group "
+                         "has signal), or the whole train split minus the always-solved")
     ap.add_argument("--seed", type=int, default=0)
     # Variants (for measuring what would help, not the 40-minute run):
     ap.add_argument("--sft-adapter", help="reuse this SFT adapter instead of training one")
@@ -59,7 +64,7 @@ def main() -> None:
                     help="also evaluate every stage on the test split (seen templates and entities)")
     ap.add_argument("--pass-k", type=int, default=0,
                     help="also sample SFT and GRPO K times per held-out task at T=0.8: pass@k is the "
-                         "headroom RL can sharpen into greedy success (~17 min per model for K=8)")
+                         "headroom RL can sharpen into greedy success (~21 min per model for K=8 on 2 cores)")
     args = ap.parse_args()
 
     from trajforge.eval.run import collect
@@ -173,14 +178,17 @@ def main() -> None:
 
     grpo_dir = out / "grpo"
     rl_tasks, dropped = drop_solved(train, samples)
-    console.print(f"grpo tasks: {len(rl_tasks)} ({dropped} always solved by SFT dropped)")
+    if args.rl_pool == "measured" and samples:
+        sampled = {t.task_id for t in samples}
+        rl_tasks = [t for t in rl_tasks if t.id in sampled]
+    console.print(f"grpo tasks: {len(rl_tasks)} ({dropped} always solved by SFT dropped; pool {args.rl_pool})")
     # What is left of the budget after GRPO's own evaluation (timed like SFT's) and forgetting.
     reserve = 1.2 * timings["eval sft"] + 60
     grpo_seconds = max(1.0, 60 * args.budget_min - (time.perf_counter() - t_start) - reserve) if args.budget_min else 0.0
     console.print(f"grpo time budget: {grpo_seconds:.0f}s" if grpo_seconds else "grpo: no time budget")
     grpo = stage("train grpo", lambda: train_grpo(rl_tasks, args.model, grpo_dir, GRPOConfig(
         steps=args.grpo_steps, batch_size=8, group_size=4, temperature=args.grpo_temperature, max_turns=6,
-        lr=args.grpo_lr, r=16, alpha=32, dropout=0.0, curriculum=not args.no_curriculum,
+        lr=args.grpo_lr, r=16, alpha=32, dropout=0.0, curriculum=args.curriculum,
         curriculum_start="medium", guided=True, seed=args.seed, max_seconds=grpo_seconds),
         init_adapter=str(dpo_dir), progress=False))
     console.print(f"grpo: {grpo.steps} steps{' (stopped by the time budget)' if grpo.stopped else ''}, "
