@@ -84,7 +84,7 @@ def main() -> None:
     timings: dict[str, float] = {}
     cpu: dict[str, float] = {}  # process CPU seconds: what the wall time is on a quiet machine
     results: dict[str, dict] = {}
-    solved: dict[str, set[str]] = {}  # stage → held-out (or test) task ids solved
+    solved_ids: dict[str, set[str]] = {}  # stage → held-out (or test) task ids solved
     flips: dict[str, dict[str, list[str]]] = {}
     pass_k: dict[str, dict[int, float]] = {}
     t_start = time.perf_counter()
@@ -118,13 +118,13 @@ def main() -> None:
             trajs = collect(pool, make_policy(spec, name=label, batch_size=48), store, harness=harness,
                             show_progress=False)
             results[key] = r = evaluate(trajs)
-            solved[key] = {t.task_id for t in trajs if t.outcome and t.outcome.correct}
+            solved_ids[key] = {t.task_id for t in trajs if t.outcome and t.outcome.correct}
             console.print(f"{key}: completion {r['completion']:.3f} {r['completion_ci95']}, "
                           f"validity {r['validity']:.3f}, turns {r['avg_turns']:.2f}")
             sft_key = "sft" + key[len(label):]  # the same split's SFT result
-            if label != "sft" and sft_key in solved:  # which tasks this stage fixed and broke
-                base = solved[sft_key]
-                flips[key] = {"fixed": sorted(solved[key] - base), "broke": sorted(base - solved[key])}
+            if label != "sft" and sft_key in solved_ids:  # which tasks this stage fixed and broke
+                base = solved_ids[sft_key]
+                flips[key] = {"fixed": sorted(solved_ids[key] - base), "broke": sorted(base - solved_ids[key])}
                 console.print(f"  vs sft: fixed {len(flips[key]['fixed'])}, broke {len(flips[key]['broke'])}")
 
     def sample_heldout(label: str, adapter: Path):
