@@ -5,6 +5,13 @@ import pytest
 from tests.tiny import build_tiny_model
 
 
+@pytest.fixture(autouse=True)
+def _fp32(monkeypatch):
+    """Training tests compute in fp32: "auto" picks bf16 on CPUs with AMX and fp32 elsewhere, and
+    golden losses must not depend on which machine CI lands on."""
+    monkeypatch.setenv("TRAJFORGE_DTYPE", "float32")
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-train")))

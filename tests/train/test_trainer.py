@@ -10,10 +10,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trajforge.train.trainer import Checkpointer, LoraSettings, NonFiniteWeights, fit, lora_model
+from trajforge.train.trainer import CallBatches, Checkpointer, LoraSettings, NonFiniteWeights, fit, lora_model
 
 SCRIPT = textwrap.dedent("""
     import os, signal, sys, json
+    os.environ["TRAJFORGE_DTYPE"] = "float32"
     import torch
     torch.set_num_threads(1)
     from trajforge.grade import graded
@@ -33,7 +34,8 @@ SCRIPT = textwrap.dedent("""
                     os.kill(os.getpid(), signal.SIGKILL)
             return on_step
 
-    cfg = SFTConfig(r=4, alpha=8, dropout=0.1, batch_size=2, max_steps=6, checkpoint_every=2, lr=1e-2)
+    cfg = SFTConfig(r=4, alpha=8, dropout=0.1, batch_size=2, grad_accum=2, max_steps=6, checkpoint_every=2,
+                    lr=1e-2, replay_share=0.3)
     res = train_sft(trajs, model, out, cfg, progress=False, resume=(mode == "resume"),
                     evaluator=Killer() if mode == "kill" else None)
     print(json.dumps({"losses": res.losses, "resumed_from": res.resumed_from}))
@@ -66,6 +68,16 @@ def test_killed_and_resumed_training_matches_an_uninterrupted_run(tiny_model, tm
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
 
 
+def _ce(net, ids):
+    logits = net(input_ids=ids).logits.float()
+    return torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
+
+
+def _steps():
+    """One micro-batch per step that just names its step."""
+    return CallBatches(lambda step: [{"step": step, "counts": {"n": 1}}])
+
+
 def _adapter(net):
     return {n: p.detach().clone() for n, p in net.named_parameters() if p.requires_grad}
 
@@ -76,15 +88,14 @@ def test_nonfinite_step_is_skipped_and_never_checkpointed(tiny_model, tmp_path):
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     snapshots = {}
 
-    def loss_fn(step):
-        logits = net(input_ids=ids).logits.float()
-        loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
-        return (loss * math.nan if step == 2 else loss), {}
+    def loss_fn(model, micro, totals):
+        loss = model(_ce, ids)
+        return (loss * math.nan if micro["step"] == 2 else loss), {}
 
     def on_step(step):
         snapshots[step] = _adapter(net)
 
-    res = fit(net, 4, lambda s: s, loss_fn, cfg, tmp_path, progress=False, on_step=on_step)
+    res = fit(net, 4, _steps(), loss_fn, cfg, tmp_path, progress=False, on_step=on_step)
     assert res.skipped_nonfinite == 1 and len(res.losses) == 3
     for k in snapshots[2]:  # step 3 (index 2) changed nothing
         assert torch.equal(snapshots[2][k], snapshots[3][k])
@@ -103,24 +114,23 @@ def test_nonfinite_step_is_skipped_and_never_checkpointed(tiny_model, tmp_path):
 
 
 def test_time_budget_stops_before_a_step_that_would_overrun(tiny_model, tmp_path, monkeypatch):
-    import trajforge.train.trainer as trainer
+    import trajforge.train.loop as loop
 
     clock = {"now": 0.0}  # each step takes 10 s on a fake clock, so the test is exact
-    monkeypatch.setattr(trainer, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: clock["now"])}))
+    monkeypatch.setattr(loop, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: clock["now"])}))
     cfg = LoraSettings(r=4, alpha=8, dropout=0.0, lr=1e-2, max_seconds=25)
     net, _ = lora_model(tiny_model, cfg)
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
 
-    def loss_fn(step):
+    def loss_fn(model, micro, totals):
         clock["now"] += 10.0
-        logits = net(input_ids=ids).logits.float()
-        return torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:]), {}
+        return model(_ce, ids), {}
 
-    res = fit(net, 10, lambda s: s, loss_fn, cfg, tmp_path, progress=False)
+    res = fit(net, 10, _steps(), loss_fn, cfg, tmp_path, progress=False)
     # After 2 steps (20 s) a third would end at 30 s > 25 s: not started.
     assert len(res.losses) == 2 and res.stopped == "time budget"
     rows = [json.loads(line) for line in (tmp_path / "curves.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 2] and rows[-1]["stopped_for_time"] == 1
-    unlimited = fit(net, 3, lambda s: s, loss_fn, cfg.model_copy(update={"max_seconds": 0}), tmp_path / "b",
+    unlimited = fit(net, 3, _steps(), loss_fn, cfg.model_copy(update={"max_seconds": 0}), tmp_path / "b",
                     progress=False)
     assert len(unlimited.losses) == 3 and unlimited.stopped is None

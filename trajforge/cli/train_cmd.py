@@ -1,20 +1,34 @@
-"""``trajforge train sft|dpo|grpo``: the three recipes with one option style.
+"""``trajforge train sft|dpo|grpo``: the three recipes, their options generated from their configs.
 
-Common options: --model, --init-adapter (start from an earlier adapter, e.g. SFT before DPO or
-GRPO), --out, --lr, --r, --batch-size, --max-steps, --seed, --checkpoint-every, --resume,
---eval-tasks/--eval-every (in-loop evaluation curves), --replay-share (general-data replay).
+Every field of ``SFTConfig`` / ``DPOConfig`` / ``GRPOConfig`` (``train/settings.py`` and the
+recipe modules) is an option with the config's default (``cli/config_options.py``), and
+``--config FILE.toml`` reads them from a file. Hardware: ``--device``, ``--batch-size``
+(per device) × ``--grad-accum`` × processes = the batch of one optimizer step,
+``--gradient-checkpointing/--no-gradient-checkpointing``, ``--max-len``, ``--load-in-4bit``
+(QLoRA, CUDA). Several processes: ``--processes N [--distributed ddp|zero2|zero3|fsdp]``
+relaunches the command under ``accelerate launch`` (GPUs) or ``torch.distributed.run`` (CPUs), or
+start it yourself with ``accelerate launch ... -m trajforge.cli.main train sft ...``.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
+from trajforge.cli.config_options import config_command
+from trajforge.train.dpo import DPOConfig
+from trajforge.train.grpo import GRPOConfig
+from trajforge.train.sft import SFTConfig
+
 console = Console()
 app = typer.Typer(no_args_is_help=True, help="Training recipes: sft, dpo, grpo.")
+
+# Not options: set elsewhere (dialect by the data or --init-adapter; budgets in seconds by --max-minutes).
+HIDDEN = {"max_seconds", "load_in"}
 
 
 def _fail(msg: str) -> None:
@@ -34,17 +48,6 @@ def _evaluator(eval_tasks: Optional[Path], every: int, model: str, split: str):
     return InLoopEval(tasks, model, every)
 
 
-def _replay(model: str, share: float):
-    if share <= 0:
-        return None
-    from trajforge.policies.hf import load_model
-    from trajforge.policies.models import home, resolve
-    from trajforge.train.replay import cached_replay, general_prompts
-
-    net, tok = load_model(model)
-    return cached_replay(resolve(model), net, tok, general_prompts()[0], home() / "replay")
-
-
 def _trajectories(data: Path):
     from trajforge.store import TrajectoryStore
 
@@ -54,93 +57,124 @@ def _trajectories(data: Path):
     return trajs
 
 
-@app.command("sft")
-def sft(data: Path = typer.Option(..., help="store of graded trajectories"),
-        model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
-        epochs: float = 2.0, lr: float = 2e-4, r: int = 32, batch_size: int = 8, max_steps: int = -1,
-        seed: int = 0, checkpoint_every: int = 0, resume: bool = False,
-        eval_tasks: Optional[Path] = None, eval_every: int = 0, eval_split: str = "test",
-        replay_share: float = typer.Option(
-            0.3, help="share of self-distilled general-instruction samples mixed in against "
-                      "forgetting (the base model's own answers to shipped prompts; 0 turns it off)")) -> None:
-    """LoRA SFT on a store's successful trajectories (loss on assistant tokens only)."""
-    from trajforge.train.sft import SFTConfig, train_sft
+def _hardware(cfg, load_in_4bit: bool, load_in_8bit: bool, max_minutes: float):
+    """Apply the flags that are spelled differently from their config fields."""
+    if load_in_4bit and load_in_8bit:
+        _fail("--load-in-4bit and --load-in-8bit exclude each other")
+    update = {}
+    if load_in_4bit or load_in_8bit:
+        update["load_in"] = "4bit" if load_in_4bit else "8bit"
+    if max_minutes:
+        update["max_seconds"] = 60 * max_minutes
+    return cfg.model_copy(update=update) if update else cfg
 
-    cfg = SFTConfig(epochs=epochs, lr=lr, r=r, alpha=2 * r, batch_size=batch_size, max_steps=max_steps,
-                    seed=seed, checkpoint_every=checkpoint_every, eval_every=eval_every,
-                    replay_share=replay_share)
+
+def _launch(processes: int, cfg, out: Path, model: str) -> None:
+    """With ``--processes N`` (N > 1) outside a launched run: run this very command in N processes."""
+    from trajforge.policies.models import resolve
+    from trajforge.train.distributed import launched, relaunch
+
+    if processes <= 1 or launched():
+        return
+    argv = _without_processes(sys.argv[1:])
     try:
-        res = train_sft(_trajectories(data), model, out, cfg, resume=resume,
-                        evaluator=_evaluator(eval_tasks, eval_every, model, eval_split),
-                        replay=_replay(model, replay_share))
+        code = relaunch(argv, processes, cfg.distributed, cfg, out, resolve(model))
     except ValueError as e:
         _fail(str(e))
+    raise typer.Exit(code)
+
+
+def _without_processes(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--processes":
+            skip = True
+            continue
+        if a.startswith("--processes="):
+            continue
+        out.append(a)
+    return out
+
+
+def _guard(fn):
+    """Run a recipe, turning the errors a user can fix into a one-line message."""
+    from trajforge.policies.devices import DeviceUnavailable
+    from trajforge.policies.loading import QuantizationUnavailable
+    from trajforge.train.rollout_server import RolloutServerError
+
+    try:
+        return fn()
+    except (ValueError, DeviceUnavailable, QuantizationUnavailable, RolloutServerError) as e:
+        _fail(str(e))
+
+
+PROCESSES = typer.Option(1, help="processes to train in (GPUs, or CPU processes over gloo); relaunches "
+                                 "the command under accelerate / torch.distributed")
+FOUR_BIT = typer.Option(False, "--load-in-4bit", help="QLoRA: the frozen base in 4-bit NF4 (CUDA + bitsandbytes)")
+EIGHT_BIT = typer.Option(False, "--load-in-8bit", help="the frozen base in 8-bit (CUDA + bitsandbytes)")
+MAX_MINUTES = typer.Option(0.0, help="time budget: stop before a step that would end past it (0: none); "
+                                     "the adapter is saved as usual")
+
+
+@config_command(app, "sft", SFTConfig, exclude=HIDDEN | {"dialect", "render_mode"})
+def sft(cfg: SFTConfig, data: Path = typer.Option(..., help="store of graded trajectories"),
+        model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...), resume: bool = False,
+        eval_tasks: Optional[Path] = None, eval_split: str = "test", processes: int = PROCESSES,
+        load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT, max_minutes: float = MAX_MINUTES) -> None:
+    """LoRA SFT on a store's successful trajectories (loss on assistant tokens only)."""
+    from trajforge.train.sft import train_sft
+
+    cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
+    _launch(processes, cfg, out, model)
+    res = _guard(lambda: train_sft(_trajectories(data), model, out, cfg, resume=resume,
+                                   evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))
+    skipped = f"; skipped {res.skipped}" if res.skipped else ""
     console.print(f"adapter saved to {res.adapter_dir}: {res.samples} samples, {res.steps} steps, "
-                  f"{res.tokens} tokens in {res.seconds:.0f}s, final loss {res.losses[-1]:.3f}")
+                  f"{res.tokens} tokens in {res.seconds:.0f}s, final loss {res.losses[-1]:.3f}, "
+                  f"peak memory {res.peak_memory_gb:.2f} GB{skipped}")
 
 
-@app.command("dpo")
-def dpo(data: Path = typer.Option(..., help="store with successes and failures of the same tasks"),
+@config_command(app, "dpo", DPOConfig, exclude=HIDDEN)
+def dpo(cfg: DPOConfig, data: Path = typer.Option(..., help="store with successes and failures of the same tasks"),
         model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
         init_adapter: Optional[Path] = typer.Option(None, help="adapter to start from (e.g. SFT)"),
-        pairs: str = typer.Option("episode", help="episode | turn (first diverging turn)"),
-        beta: float = 0.1, epochs: float = 1.0, lr: float = 5e-5, r: int = 32, batch_size: int = 4,
-        max_steps: int = -1, seed: int = 0, checkpoint_every: int = 0, resume: bool = False,
-        eval_tasks: Optional[Path] = None, eval_every: int = 0, eval_split: str = "test",
-        replay_share: float = typer.Option(
-            0.3, help="share of self-distilled general-instruction samples mixed in against "
-                      "forgetting (the base model's own answers to shipped prompts; 0 turns it off)")) -> None:
+        resume: bool = False, eval_tasks: Optional[Path] = None, eval_split: str = "test",
+        processes: int = PROCESSES, load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT,
+        max_minutes: float = MAX_MINUTES) -> None:
     """DPO from preference pairs built out of graded trajectories."""
-    from trajforge.train.dpo import DPOConfig, train_dpo
+    from trajforge.train.dpo import train_dpo
 
-    if pairs not in ("episode", "turn"):
-        _fail(f"--pairs must be 'episode' or 'turn', got {pairs!r}")
-    cfg = DPOConfig(pairs=pairs, beta=beta, epochs=epochs, lr=lr, r=r, alpha=2 * r, batch_size=batch_size,
-                    max_steps=max_steps, seed=seed, checkpoint_every=checkpoint_every,
-                    eval_every=eval_every, replay_share=replay_share)
-    try:
-        res = train_dpo(_trajectories(data), model, out, cfg,
-                        init_adapter=str(init_adapter) if init_adapter else None, resume=resume,
-                        evaluator=_evaluator(eval_tasks, eval_every, model, eval_split),
-                        replay=_replay(model, replay_share))
-    except ValueError as e:
-        _fail(str(e))
+    cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
+    _launch(processes, cfg, out, model)
+    res = _guard(lambda: train_dpo(_trajectories(data), model, out, cfg,
+                                   init_adapter=str(init_adapter) if init_adapter else None, resume=resume,
+                                   evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))
     console.print(f"adapter saved to {res.adapter_dir}: {res.pairs} pairs, {res.steps} steps in "
                   f"{res.seconds:.0f}s; loss {res.losses[0]:.3f} → {res.losses[-1]:.3f}, "
                   f"margin {res.margins[-1]:+.3f}; skipped {res.skipped}")
 
 
-@app.command("grpo")
-def grpo(tasks: Path = typer.Option(..., help="task pool to roll out on"), split: str = "train",
+@config_command(app, "grpo", GRPOConfig, exclude=HIDDEN | {"curriculum_start"})
+def grpo(cfg: GRPOConfig, tasks: Path = typer.Option(..., help="task pool to roll out on"), split: str = "train",
          model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
          init_adapter: Optional[Path] = typer.Option(None, help="adapter to start from (e.g. SFT)"),
-         steps: int = 20, batch_size: int = 8, group_size: int = 4, temperature: float = 1.0,
-         max_turns: int = 6, kl_beta: float = 0.0, lr: float = 5e-5, r: int = 32, seed: int = 0,
-         curriculum: bool = True, guided: bool = False, checkpoint_every: int = 0,
-         resume: bool = False, eval_tasks: Optional[Path] = None, eval_every: int = 0,
-         eval_split: str = "test",
-         max_minutes: float = typer.Option(0.0, help="time budget: stop before a step that would end "
-                                                     "past it (0: none); the adapter is saved as usual"),
-         rollout_server: Optional[str] = typer.Option(
-             None, help="sample rollouts on this OpenAI-compatible server (vLLM with runtime LoRA "
-                        "updates, or trajforge serve --allow-adapter-updates): http://HOST:PORT/v1")) -> None:
+         resume: bool = False, eval_tasks: Optional[Path] = None, eval_split: str = "test",
+         processes: int = PROCESSES, load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT,
+         max_minutes: float = MAX_MINUTES) -> None:
     """GRPO: sampled rollouts in the harness, group-relative advantages, loss on sampled tokens."""
     from trajforge.tasks.pool import read_tasks
-    from trajforge.train.grpo import GRPOConfig, train_grpo
-    from trajforge.train.rollout_server import RolloutServerError
+    from trajforge.train.grpo import train_grpo
 
     pool = [t for t in read_tasks(tasks) if t.split == split]
     if not pool:
         _fail(f"no {split!r} tasks in {tasks}")
-    cfg = GRPOConfig(steps=steps, batch_size=batch_size, group_size=group_size, temperature=temperature,
-                     max_turns=max_turns, kl_beta=kl_beta, lr=lr, r=r, alpha=2 * r, seed=seed,
-                     curriculum=curriculum, guided=guided, checkpoint_every=checkpoint_every,
-                     eval_every=eval_every, rollout_server=rollout_server, max_seconds=60 * max_minutes)
-    try:
-        res = train_grpo(pool, model, out, cfg, init_adapter=str(init_adapter) if init_adapter else None,
-                         resume=resume, evaluator=_evaluator(eval_tasks, eval_every, model, eval_split))
-    except (ValueError, RolloutServerError) as e:  # bad data, or the server refused the adapter
-        _fail(str(e))
+    cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
+    _launch(processes, cfg, out, model)
+    res = _guard(lambda: train_grpo(pool, model, out, cfg, init_adapter=str(init_adapter) if init_adapter else None,
+                                    resume=resume, evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))
     stopped = f" (stopped early: {res.stopped})" if res.stopped else ""
     console.print(f"adapter saved to {res.adapter_dir}: {res.steps} steps in {res.seconds:.0f}s{stopped}; "
                   f"mean reward {res.rewards[0]:.3f} → {res.rewards[-1]:.3f}; rescue {res.rescue}")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from trajforge.parse import RENDER_MODES, Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
-from trajforge.policies.models import EMBEDDED, default_dtype, resolve
+from trajforge.policies.loading import load_model
+from trajforge.policies.models import EMBEDDED
 
 ADAPTER_META = "trajforge_adapter.json"
 
@@ -53,26 +54,6 @@ def check_adapter(adapter_dir: str | Path, fingerprint: str) -> dict:
             f"environment's toolset is {fingerprint}; retrain, or pass the matching environment"
         )
     return meta
-
-
-def load_model(model: str, adapter: str | None = None, dtype: str = "auto"):
-    """(model, tokenizer) in eval mode; adapter weights applied with peft when given."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = resolve(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    net = AutoModelForCausalLM.from_pretrained(path, dtype=default_dtype(dtype))
-    if adapter:
-        from peft import PeftModel
-
-        for step in adapter_lineage(adapter):
-            # merged weights generate as fast as the base model
-            net = PeftModel.from_pretrained(net, step).merge_and_unload()
-    net.eval()
-    return net, tok
 
 
 def adapter_lineage(adapter: str | Path) -> list[str]:
@@ -111,6 +92,7 @@ class HFPolicy:
         dtype: str = "auto",
         loaded=None,
         render_mode: str | None = None,
+        device: str | None = None,
     ):
         self.model_name = model
         self.adapter = adapter
@@ -127,7 +109,7 @@ class HFPolicy:
         self.share_prefix = share_prefix
         self._checked: set[str] = set()
         self._draws = 0
-        self.model, self.tokenizer = loaded or load_model(model, adapter, dtype)
+        self.model, self.tokenizer = loaded or load_model(model, adapter, dtype, device)
         default = trained.get("dialect") or EMBEDDED.get(model, {}).get("dialect")
         self.dialect = dialect or (get_dialect(default) if default else
                                    Dialect.for_model(model, getattr(self.tokenizer, "chat_template", None)))
@@ -177,7 +159,7 @@ class HFPolicy:
         from transformers import LogitsProcessorList
 
         return {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
-                "logits_processor": LogitsProcessorList([RowTemperature(temps)])}
+                "logits_processor": LogitsProcessorList([RowTemperature(temps, self.model.device)])}
 
     def _batch(self, prompts: list[list[int]]):
         """Padded batch, with the prompts' common prefix prefilled once into a shared KV cache.
@@ -199,7 +181,8 @@ class HFPolicy:
             gap = width - (len(p) - shared)
             rows.append(p[:shared] + [pad] * gap + p[shared:])
             masks.append([1] * shared + [0] * gap + [1] * (len(p) - shared))
-        ids, mask = torch.tensor(rows), torch.tensor(masks)
+        device = self.model.device
+        ids, mask = torch.tensor(rows, device=device), torch.tensor(masks, device=device)
         if not shared:
             return ids, mask, None
         with torch.no_grad():
@@ -212,10 +195,10 @@ class HFPolicy:
 class RowTemperature:
     """Logits processor dividing each row's scores by its own temperature (0 → effectively greedy)."""
 
-    def __init__(self, temps: list[float]):
+    def __init__(self, temps: list[float], device=None):
         import torch
 
-        self.temps = torch.tensor([max(t, 1e-4) for t in temps]).unsqueeze(-1)
+        self.temps = torch.tensor([max(t, 1e-4) for t in temps], device=device).unsqueeze(-1)
 
     def __call__(self, input_ids, scores):
         return scores / self.temps.to(scores.dtype)

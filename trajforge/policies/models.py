@@ -89,30 +89,11 @@ def pull(name: str = "smollm2-135m", force: bool = False) -> Path:
     return out
 
 
-def _cpu_has_native_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+def default_dtype(name: str = "auto", device: str | None = None):
+    """Compute dtype for local models on ``device`` (``policies.devices.compute_dtype``)."""
+    from trajforge.policies.devices import compute_dtype
 
-
-def default_dtype(name: str = "auto"):
-    """Compute dtype for local models: ``TRAJFORGE_DTYPE`` or ``name`` if set, else bf16 where the
-    hardware does bf16 natively (CUDA with bf16, CPUs with AMX/AVX512-BF16), else fp32.
-
-    Why: on a 2-core AMX CPU bf16 weights make prefill ~2.7x and decoding ~1.9x faster than fp32
-    for the 135M model; on CPUs without native bf16 it would be slower, so fp32 stays the fallback.
-    """
-    import torch
-
-    name = os.environ.get("TRAJFORGE_DTYPE", name)
-    if name != "auto":
-        return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                "bf16": torch.bfloat16}[name]
-    if torch.cuda.is_available():
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
-    return torch.bfloat16 if _cpu_has_native_bf16() else torch.float32
+    return compute_dtype(name, device)
 
 
 def resolve(model: str) -> str:

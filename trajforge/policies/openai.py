@@ -34,13 +34,19 @@ POOL_SHARDS = 16
 
 
 class OpenAIPolicy:
-    def __init__(self, base_url: str, model: str, name: str | None = None, dialect: Dialect | None = None,
+    def __init__(self, base_url: str | list[str], model: str, name: str | None = None, dialect: Dialect | None = None,
                  native_tools: bool | None = None, temperature: float = 0.0, max_tokens: int = 512,
                  timeout_s: float = 120.0, batch_size: int = 16, api_key_env: str = "OPENAI_API_KEY",
                  token_ids: bool = False):
-        self.base_url = base_url.rstrip("/")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("OpenAIPolicy needs at least one server URL")
+        self.base_urls = [u.rstrip("/") for u in urls]
+        """Servers the requests are spread over; an episode keeps its server for every turn, so
+        the server's prefix cache holds its conversation."""
+        self.base_url = self.base_urls[0]
         self.model = model
-        self.name = name or f"openai:{base_url}#{model}"
+        self.name = name or f"openai:{urls[0]}#{model}"
         if dialect is None:
             dialect = get_dialect("openai") if native_tools is not False else Dialect.for_model(model)
         if native_tools is not None and native_tools != (dialect.name == "openai"):
@@ -73,8 +79,15 @@ class OpenAIPolicy:
             body.update(logprobs=True, return_token_ids=True)
         return body
 
+    def server_for(self, req: TurnRequest) -> str:
+        """The server a task's requests go to: the same for every turn and sample of a task, so a
+        group of rollouts shares one server's prefix cache."""
+        if len(self.base_urls) == 1:
+            return self.base_url
+        return self.base_urls[_stable_hash(req.task.id) % len(self.base_urls)]
+
     def _one(self, req: TurnRequest) -> Generation:
-        resp = self.client.post(f"{self.base_url}/chat/completions", json=self._payload(req))
+        resp = self.client.post(f"{self.server_for(req)}/chat/completions", json=self._payload(req))
         resp.raise_for_status()
         return self._generation(resp.json())
 
@@ -115,7 +128,7 @@ class OpenAIPolicy:
         client = self._async_client(req.task.id)
         try:
             async with asyncio.timeout(timeout_s):  # httpx's own timeouts are per phase, not total
-                resp = await client.post(f"{self.base_url}/chat/completions", json=self._payload(req),
+                resp = await client.post(f"{self.server_for(req)}/chat/completions", json=self._payload(req),
                                          timeout=timeout_s)
         except (TimeoutError, httpx.TimeoutException) as e:
             raise RequestFault("request_timeout", f"no complete answer within {timeout_s:g}s "
@@ -157,6 +170,13 @@ def _token_fields(data: dict, choice: dict) -> dict:
     return {"prompt_ids": data.get("prompt_token_ids") or None,
             "completion_ids": choice.get("token_ids") or None,
             "completion_logprobs": [float(e["logprob"]) for e in content] if content else None}
+
+
+def _stable_hash(key: str) -> int:
+    """A hash that is the same in every process (Python's ``hash`` of a str is salted per run)."""
+    import zlib
+
+    return zlib.crc32(key.encode())
 
 
 @functools.cache

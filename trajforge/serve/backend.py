@@ -65,10 +65,11 @@ class Backend(Protocol):
 class HFBackend:
     """A local transformers model with LoRA adapters loaded side by side through peft."""
 
-    def __init__(self, model: str, adapters: dict[str, str] | None = None, dtype: str = "auto"):
+    def __init__(self, model: str, adapters: dict[str, str] | None = None, dtype: str = "auto",
+                 device: str | None = None):
         from trajforge.policies.hf import load_model
 
-        net, self.tokenizer = load_model(model, None, dtype)
+        net, self.tokenizer = load_model(model, None, dtype, device)
         adapters = dict(adapters or {})
         if adapters:
             from peft import PeftModel
@@ -94,14 +95,14 @@ class HFBackend:
         if adapter is not None and adapter not in self.adapters:
             raise KeyError(f"no adapter {adapter!r} loaded; loaded: {list(self.adapters)}")
         seed = sampling.seed if sampling.seed is not None else random.getrandbits(63)
-        gen = torch.Generator().manual_seed(seed)
         device = self.model.device
+        gen = torch.Generator(device=device).manual_seed(seed)  # sample where the logits are
         with self._lock, torch.no_grad(), self._active(adapter):
             out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True,
                              logits_to_keep=1)  # one row of logits, not prompt x vocab
             cache = getattr(out, "cache", None) or out.past_key_values
             for _ in range(sampling.max_tokens):
-                token = pick(out.logits[0, -1].float().cpu(), sampling, gen)
+                token = pick(out.logits[0, -1].float(), sampling, gen)
                 yield token
                 if token.id in self.stop_ids:
                     return

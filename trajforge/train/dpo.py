@@ -27,16 +27,16 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel
 
-from trajforge.envs import env_class
-from trajforge.parse import get_dialect
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
-from trajforge.train.data import Sample, render_sample
 from trajforge.train.inloop import InLoopEval
-from trajforge.train.losses import dpo_loss, masked_lm_loss, sequence_logprobs
+from trajforge.train.losses import dpo_loss, lm_loss_sum, sequence_logprobs
+from trajforge.train.loop import CallBatches, Runtime, fit
+from trajforge.train.model import lora_model
 from trajforge.train.replay import draw_replay
-from trajforge.train.sft import check_fingerprints, collate
-from trajforge.train.trainer import LoraSettings, fit, lora_model, save_adapter
+from trajforge.train.sequences import Sample, SequenceBuilder, collate, loss_tokens
+from trajforge.train.settings import LoraSettings
+from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
 
 
 class DPOConfig(LoraSettings):
@@ -44,8 +44,10 @@ class DPOConfig(LoraSettings):
 
     lr: float = 5e-5
     """Peak learning rate (DPO wants less than SFT)."""
-    batch_size: int = 4
-    """Pairs per optimizer step."""
+    batch_size: int = 2
+    """Pairs per forward/backward pass on one device (each is two sequences)."""
+    grad_accum: int = 2
+    """Micro-batches of pairs per optimizer step."""
     beta: float = 0.1
     """Strength of the implicit KL to the reference."""
     epochs: float = 1.0
@@ -56,10 +58,9 @@ class DPOConfig(LoraSettings):
     """Cap per task, so tasks with many samples don't dominate."""
     min_reward_gap: float = 0.05
     """A correct episode is a 'rejected' only if its reward is lower by at least this."""
-    max_len: int = 1536
-    """Pairs with a longer side are skipped (and counted)."""
-    replay_share: float = 0.0
-    """Share of general-instruction replay rows per step, trained with plain NLL beside DPO."""
+    replay_share: float = 0.3
+    """Share of general-instruction replay rows per micro-batch, trained with plain NLL beside DPO
+    (self-distilled from the starting model; 0 turns it off)."""
 
 
 class Pair(NamedTuple):
@@ -77,14 +78,16 @@ class DPOResult(BaseModel):
     steps: int
     losses: list[float]
     margins: list[float]
-    """Mean implicit-reward margin per step (rises as the policy learns the preference)."""
+    """Mean implicit-reward margin per micro-batch (rises as the policy learns the preference)."""
     accuracy: list[float]
-    """Share of pairs per step whose margin is positive."""
+    """Share of pairs per micro-batch whose margin is positive."""
     seconds: float
     skipped_nonfinite: int = 0
     resumed_from: int = 0
     stopped: str | None = None
     """Why training ended before its planned steps (``time budget``), else None."""
+    peak_memory_gb: float = 0.0
+    """Peak memory of the (main) training process."""
 
 
 def _rank(t: Trajectory) -> tuple:
@@ -153,19 +156,28 @@ def on_policy_pool(samples: list[Trajectory], fallback: list[Trajectory]) -> lis
                       and t.outcome is not None and t.outcome.correct]
 
 
-def render_pair(pair: Pair, tokenizer) -> tuple[Sample, Sample]:
-    toolset = env_class(pair.chosen.env).toolset()
-    return tuple(render_sample(t, tokenizer, toolset, get_dialect(t.dialect), only_turn=pair.turn)
-                 for t in (pair.chosen, pair.rejected))
+def render_pair(pair: Pair, tokenizer, builder: SequenceBuilder | None = None) -> tuple[Sample, Sample]:
+    """(chosen, rejected) samples, each in its own dialect, with loss on the diverging turn for
+    ``turn`` pairs (whole episodes otherwise). A side whose stored ids do not pack into one
+    sequence is rendered, so each side is one sample."""
+    builder = builder or SequenceBuilder(tokenizer, None, toolset_of=toolset_lookup())
+    out = []
+    for t in (pair.chosen, pair.rejected):
+        parts = builder.build(t, only_turn=pair.turn)
+        if len(parts) != 1:
+            parts = SequenceBuilder(tokenizer, None, builder.render_mode, toolset_of=builder.toolset_of,
+                                    stored_ids=False).build(t, only_turn=pair.turn)
+        out.append(parts[0])
+    return out[0], out[1]
 
 
 def _logps(net, rows: list[Sample], pad: int):
-    b = collate([{"input_ids": s.input_ids, "loss_mask": s.loss_mask} for s in rows], pad)
+    b = collate(rows, pad, device=net.device)
     return sequence_logprobs(net, b["input_ids"], b["attention_mask"], b["labels"])
 
 
 def reference_logps(net, samples: list[tuple[Sample, Sample]], pad: int, chunk: int = 8):
-    """Log-probs of (chosen, rejected) under the starting model (adapter disabled), computed once."""
+    """Log-probs of (chosen, rejected) under the starting model (adapter disabled)."""
     import torch
 
     out = []
@@ -177,10 +189,22 @@ def reference_logps(net, samples: list[tuple[Sample, Sample]], pad: int, chunk: 
     return out
 
 
+def pair_steps(n: int, cfg: DPOConfig, world: int, rank: int) -> list[list[list[int]]]:
+    """Per optimizer step, this process's micro-batches of pair indices: the epochs' shuffled order
+    cut into micro-batches of ``batch_size``, ``grad_accum × world`` per step, dealt round-robin."""
+    order = _epoch_order(n, cfg)
+    micro = [order[i: i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+    per_step = cfg.grad_accum * world
+    steps = [micro[i: i + per_step] for i in range(0, len(micro), per_step)]
+    return [step[rank::world] for step in steps]
+
+
 def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPOConfig | None = None,
               init_adapter: str | None = None, progress: bool = True, resume: bool = False,
               evaluator: InLoopEval | None = None, replay: list[Sample] | None = None) -> DPOResult:
     import torch
+
+    from trajforge.train.sft import share_prefix, shared_replay
 
     cfg = cfg or DPOConfig()
     started = time.perf_counter()
@@ -189,58 +213,88 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
         raise ValueError(f"no preference pairs in the data (skipped: {skipped}); DPO needs tasks with "
                          "both a correct and a failed (or clearly worse) episode — collect several "
                          "samples per task at temperature > 0")
-    fingerprint = check_fingerprints([p.chosen for p in pairs] + [p.rejected for p in pairs])
-    net, tok = lora_model(resolve(model), cfg, init_adapter)
+    sides = [p.chosen for p in pairs] + [p.rejected for p in pairs]
+    fingerprints = check_fingerprints(sides)
+    runtime = Runtime(cfg)
+    path = resolve(model)
+    net, tok = lora_model(path, cfg, init_adapter, device=str(runtime.device))
+    builder = SequenceBuilder(tok, None, toolset_of=toolset_lookup())
     rendered, kept = [], []
     for p in pairs:
-        c, r = render_pair(p, tok)
+        c, r = render_pair(p, tok, builder)
         if max(len(c.input_ids), len(r.input_ids)) > cfg.max_len:
             skipped["too_long"] = skipped.get("too_long", 0) + 1
         else:
             rendered.append((c, r))
             kept.append(p)
-    ref = reference_logps(net, rendered, tok.pad_token_id)
-    order = _epoch_order(len(rendered), cfg)
-    batches = [order[i: i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
-    if cfg.max_steps > 0:
-        batches = batches[: cfg.max_steps]
-    per_step = round(cfg.batch_size * cfg.replay_share / (1 - cfg.replay_share)) if cfg.replay_share else 0
-    extra = draw_replay(replay or [], len(batches) * per_step, cfg.seed)
+    if not rendered:
+        raise ValueError(f"no pair fits --max-len {cfg.max_len} (skipped: {skipped})")
+    steps = pair_steps(len(rendered), cfg, runtime.world, runtime.rank)
+    total = len(steps) if cfg.max_steps <= 0 else min(len(steps), cfg.max_steps)
+    if cfg.replay_share > 0 and replay is None:
+        replay = shared_replay(runtime, net, tok, path, init_adapter)
+    per_micro = round(cfg.batch_size * cfg.replay_share / (1 - cfg.replay_share)) if cfg.replay_share else 0
+    extra = draw_replay(replay or [], sum(len(s) for s in steps) * per_micro, cfg.seed + runtime.rank)
+    pad = tok.pad_token_id
+    share = share_prefix(cfg, runtime)
+    mine = sorted({i for step in steps[:total] for idx in step for i in idx})
+    net.eval()  # the reference is the starting model without dropout
+    ref = dict(zip(mine, reference_logps(net, [rendered[i] for i in mine], pad)))
     margins: list[float] = []
     accuracy: list[float] = []
-    pad = tok.pad_token_id
+    offsets = [sum(len(x) for x in steps[:i]) for i in range(len(steps))]  # replay slot of a step's first micro
 
-    def batch_at(step: int):
-        return batches[step], extra[step * per_step:(step + 1) * per_step]
+    def micro_batch(idx: list[int], slot: int) -> dict:
+        rows = extra[slot * per_micro: (slot + 1) * per_micro]
+        sides_ = [rendered[i][0] for i in idx] + [rendered[i][1] for i in idx]
+        return {"pairs": collate(sides_, pad, device=runtime.device), "n": len(idx),
+                "ref": torch.tensor([ref[i] for i in idx], device=runtime.device).T,
+                "replay": collate(rows, pad, device=runtime.device) if rows else None,
+                "counts": {"pairs": len(idx), "replay_tokens": sum(loss_tokens(r) for r in rows)}}
 
-    def loss_fn(batch):
-        idx, replay_rows = batch
-        logp = _logps(net, [rendered[i][0] for i in idx] + [rendered[i][1] for i in idx], pad)
-        rc = torch.tensor([ref[i][0] for i in idx], dtype=logp.dtype)
-        rr = torch.tensor([ref[i][1] for i in idx], dtype=logp.dtype)
-        loss, margin = dpo_loss(logp[: len(idx)], logp[len(idx):], rc, rr, cfg.beta)
-        margins.append(float(margin.mean()))
-        accuracy.append(float((margin > 0).float().mean()))
-        stats = {"margin": margins[-1], "accuracy": accuracy[-1]}
-        if replay_rows:
-            b = collate([{"input_ids": s.input_ids, "loss_mask": s.loss_mask} for s in replay_rows], pad)
-            nll = masked_lm_loss(net, b["input_ids"], b["attention_mask"], b["labels"])
-            loss = loss + nll
-            stats["replay_nll"] = float(nll.detach())
+    def loss_fn(model_, m, totals):
+        b, n = m["pairs"], m["n"]
+        logp = model_(sequence_logprobs, b["input_ids"], b["attention_mask"], b["labels"], share)
+        losses, margin = dpo_loss(logp[:n], logp[n:], m["ref"][0].to(logp.dtype), m["ref"][1].to(logp.dtype),
+                                  cfg.beta, reduction="none")
+        loss = losses.sum() / max(1.0, totals["pairs"])
+        stats = {"margin": float(margin.mean()), "accuracy": float((margin > 0).float().mean())}
+        if m["replay"] is not None:
+            r = m["replay"]
+            nll = model_(lm_loss_sum, r["input_ids"], r["attention_mask"], r["labels"], share)
+            loss = loss + nll / max(1.0, totals["replay_tokens"])
+            stats["replay_nll"] = float(nll.detach()) / max(1, m["counts"]["replay_tokens"])
         return loss, stats
 
     hook = evaluator.hook(net, tok) if evaluator else None
-    fitted = fit(net, len(batches), batch_at, loss_fn, cfg, out_dir, "dpo", progress, resume, hook)
+    fitted = fit(net, total, CallBatches(lambda step: [micro_batch(idx, offsets[step] + j)
+                                                      for j, idx in enumerate(steps[step])]),
+                 _tracked(loss_fn, margins, accuracy), cfg, out_dir, "dpo", progress, resume, hook, runtime)
     result = DPOResult(adapter_dir=str(out_dir), pairs=len(kept), skipped=skipped, steps=len(fitted.losses),
                        losses=fitted.losses, margins=margins, accuracy=accuracy,
                        seconds=time.perf_counter() - started, skipped_nonfinite=fitted.skipped_nonfinite,
-                       resumed_from=fitted.resumed_from, stopped=fitted.stopped)
-    save_adapter(net, tok, out_dir, {
-        "recipe": "dpo", "toolset_fingerprint": fingerprint, "env": pairs[0].chosen.env,
-        "dialect": pairs[0].chosen.dialect, "base_model": model,
-        "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
-        "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses", "margins", "accuracy"})})
+                       resumed_from=fitted.resumed_from, stopped=fitted.stopped,
+                       peak_memory_gb=fitted.peak_memory_gb)
+    if runtime.is_main:
+        from trajforge.train.adapter import save_adapter
+
+        save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
+            "recipe": "dpo", **fingerprint_meta(sides, fingerprints),
+            "dialect": pairs[0].chosen.dialect, "base_model": model,
+            "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+            "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses", "margins", "accuracy"})})
+    runtime.barrier()
     return result
+
+
+def _tracked(loss_fn, margins: list[float], accuracy: list[float]):
+    """``loss_fn`` that also records each micro-batch's margin and accuracy for the result."""
+    def wrapped(model_, m, totals):
+        loss, stats = loss_fn(model_, m, totals)
+        margins.append(stats["margin"])
+        accuracy.append(stats["accuracy"])
+        return loss, stats
+    return wrapped
 
 
 def _epoch_order(n: int, cfg: DPOConfig) -> list[int]:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from trajforge.grade import RewardConfig, graded
 from trajforge.harness import HarnessConfig, run_episodes
@@ -38,8 +38,12 @@ from trajforge.policies.models import resolve
 from trajforge.schema import Task, Trajectory
 from trajforge.train.curriculum import Curriculum
 from trajforge.train.inloop import InLoopEval
-from trajforge.train.losses import IGNORE, group_advantages, policy_gradient_loss, token_logprobs
-from trajforge.train.trainer import LoraSettings, fit, lora_model, save_adapter
+from trajforge.train.losses import group_advantages, policy_gradient_loss, token_logprobs
+from trajforge.train.loop import CallBatches, Runtime, fit
+from trajforge.train.model import lora_model
+from trajforge.train.sequences import IGNORE, Sample, collate, pack_spans
+from trajforge.train.settings import LoraSettings
+from trajforge.train.toolsets import fingerprint_meta
 
 
 class GRPOConfig(LoraSettings):
@@ -48,7 +52,9 @@ class GRPOConfig(LoraSettings):
     lr: float = 5e-5
     """Peak learning rate."""
     batch_size: int = 8
-    """Tasks per step (each gets ``group_size`` rollouts)."""
+    """Tasks per rollout round, over all processes (each gets ``group_size`` rollouts)."""
+    grad_accum: int = 1
+    """Rollout rounds per optimizer step (a larger batch, rolled out in bounded rounds)."""
     group_size: int = 4
     """G: rollouts per task; advantages are relative within this group."""
     steps: int = 20
@@ -83,9 +89,18 @@ class GRPOConfig(LoraSettings):
     """Composite reward weights."""
     dialect: str | None = None
     """Tool-call dialect (default: the starting adapter's, else the model's own)."""
-    rollout_server: str | None = None
-    """Base URL (``http://HOST:PORT/v1``) of an OpenAI-compatible server with vLLM's runtime LoRA
-    API to sample rollouts on (``train/rollout_server.py``); None samples with the local model."""
+    rollout_server: list[str] = []
+    """Base URLs (``http://HOST:PORT/v1``) of OpenAI-compatible servers with vLLM's runtime LoRA
+    API to sample rollouts on, requests spread across them (``train/rollout_server.py``); empty:
+    sample with the local model."""
+    tis_cap: float = 0.0
+    """Truncated importance sampling for server rollouts: weight each token by
+    min(π_trainer/π_server, cap) (0: off; 2.0 is the usual cap)."""
+
+    @field_validator("rollout_server", mode="before")
+    @classmethod
+    def _servers(cls, v):
+        return [] if v is None else [v] if isinstance(v, str) else v
 
 
 class Packed(NamedTuple):
@@ -95,6 +110,8 @@ class Packed(NamedTuple):
     ids: list[int]
     spans: list[tuple[int, int]]
     rollout: int
+    behaviour: list[float] | None = None
+    """The sampler's log-prob of each completion token, aligned with ``ids`` (server rollouts)."""
 
 
 class Rollouts(BaseModel):
@@ -121,27 +138,35 @@ class GRPOResult(BaseModel):
     resumed_from: int = 0
     stopped: str | None = None
     """Why training ended before its planned steps (``time budget``), else None."""
+    peak_memory_gb: float = 0.0
+    """Peak memory of the (main) training process."""
 
 
-def pack_steps(traj: Trajectory) -> list[tuple[list[int], list[tuple[int, int]]]]:
-    """A rollout's steps as few sequences as exactness allows: when step k+1's prompt ids start
-    with step k's prompt + completion ids (the usual case: the chat template is prefix-stable and
-    the sampled tokens re-tokenize to themselves), the steps share one sequence and each
-    completion is a loss span in it. Otherwise a new sequence starts, so every completion is
-    always scored in exactly the context it was sampled in. Packing a 3-turn rollout into one
-    sequence instead of three costs a third of the tokens."""
-    packed: list[tuple[list[int], list[tuple[int, int]]]] = []
+def _packed(traj: Trajectory) -> list[tuple[list[int], list[tuple[int, tuple[int, int]]]]]:
     for s in traj.steps:
         if s.prompt_ids is None or not s.completion_ids:
             raise ValueError(f"rollout {traj.task_id}#{traj.sample} step {s.index} has no token ids; "
                              "GRPO trains on the exact sampled tokens")
-        prompt, completion = list(s.prompt_ids), list(s.completion_ids)
-        if packed and prompt[:len(packed[-1][0])] == packed[-1][0]:
-            spans = packed[-1][1]
-            packed[-1] = (prompt + completion, spans + [(len(prompt), len(prompt) + len(completion))])
-        else:
-            packed.append((prompt + completion, [(len(prompt), len(prompt) + len(completion))]))
-    return packed
+    return pack_spans([(list(s.prompt_ids), list(s.completion_ids)) for s in traj.steps])
+
+
+def pack_steps(traj: Trajectory) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """A rollout's steps as few exact sequences as possible (``train.sequences.pack_spans``):
+    ``(ids, [(start, end) of each sampled completion])`` per sequence. Rollouts without token ids
+    are refused: GRPO trains on the exact sampled tokens."""
+    return [(ids, [span for _, span in spans]) for ids, spans in _packed(traj)]
+
+
+def _behaviour(traj: Trajectory, ids: list[int], spans: list[tuple[int, tuple[int, int]]]) -> list[float] | None:
+    """The sampler's log-prob of every completion token, aligned with ``ids`` (0 elsewhere), when
+    the rollout server returned them for these turns; else None."""
+    row = [0.0] * len(ids)
+    for turn, (start, end) in spans:
+        lps = traj.steps[turn].completion_logprobs
+        if lps is None or len(lps) != end - start:
+            return None
+        row[start:end] = lps
+    return row
 
 
 def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
@@ -152,8 +177,8 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
 
     groups: dict[str, int] = {}
     gid = [groups.setdefault(t.task_id, len(groups)) for t in trajs]
-    rewards = torch.tensor([t.reward.total if t.reward else 0.0 for t in trajs])
-    adv = group_advantages(rewards, torch.tensor(gid), scale=scale)
+    rewards = torch.tensor([t.reward.total if t.reward else 0.0 for t in trajs], device="cpu")
+    adv = group_advantages(rewards, torch.tensor(gid, device="cpu"), scale=scale)  # a few floats: CPU
     out = Rollouts(stats={"reward": float(rewards.mean()) if trajs else 0.0,
                           "solved": sum(bool(t.outcome and t.outcome.correct) for t in trajs) / max(1, len(trajs)),
                           "informative_groups": len({g for g, a in zip(gid, adv.tolist()) if a != 0}),
@@ -161,7 +186,8 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
     for t, a in zip(trajs, adv.tolist()):
         if a == 0:
             continue
-        out.sequences.extend(Packed(ids, spans, len(out.advantages)) for ids, spans in pack_steps(t))
+        out.sequences.extend(Packed(ids, [span for _, span in spans], len(out.advantages), _behaviour(t, ids, spans))
+                             for ids, spans in _packed(t))
         out.advantages.append(a)
     return out
 
@@ -170,52 +196,79 @@ def loss_tokens(seq: Packed) -> int:
     return sum(end - start for start, end in seq.spans)
 
 
-def rollout_batch(seqs: list[Packed], pad: int):
+def _sample(seq: Packed) -> Sample:
+    mask = [0] * len(seq.ids)
+    for start, end in seq.spans:
+        mask[start:end] = [1] * (end - start)
+    return Sample(seq.ids, mask)
+
+
+def rollout_batch(seqs: list[Packed], pad: int, device=None):
     """(input_ids, attention_mask, labels) with labels only on the sampled completion spans."""
+    b = collate([_sample(s) for s in seqs], pad, device=device)
+    return b["input_ids"], b["attention_mask"], b["labels"]
+
+
+def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) -> list[dict[str, Any]]:
+    """The step's sequences in micro-batches of ``cfg.micro_batch`` (similar lengths together),
+    each with its advantages, sampler log-probs (for TIS) and loss-token count."""
     import torch
 
-    width = max(len(s.ids) for s in seqs)
-    ids, att, labels = [], [], []
-    for s in seqs:
-        gap = width - len(s.ids)
-        ids.append(s.ids + [pad] * gap)
-        att.append([1] * len(s.ids) + [0] * gap)
-        row = [IGNORE] * width
-        for start, end in s.spans:
-            row[start:end] = s.ids[start:end]
-        labels.append(row)
-    return torch.tensor(ids), torch.tensor(att), torch.tensor(labels)
+    seqs = sorted(rollouts.sequences, key=lambda s: len(s.ids))  # similar lengths → less padding
+    out = []
+    for i in range(0, len(seqs), cfg.micro_batch):
+        chunk = seqs[i: i + cfg.micro_batch]
+        ids, att, labels = rollout_batch(chunk, pad, device)
+        behaviour = None
+        if cfg.tis_cap > 0 and all(s.behaviour is not None for s in chunk):
+            width = ids.shape[1]
+            behaviour = torch.tensor([s.behaviour + [0.0] * (width - len(s.behaviour)) for s in chunk],
+                                     device=device)[:, 1:]  # position t scores token t+1
+        out.append({"input_ids": ids, "attention_mask": att, "labels": labels, "behaviour": behaviour,
+                    "advantages": torch.tensor([rollouts.advantages[s.rollout] for s in chunk], device=device),
+                    "counts": {"tokens": float(sum(loss_tokens(s) for s in chunk))}})
+    return out
+
+
+def micro_loss(model, micro: dict[str, Any], totals: dict[str, float], cfg: GRPOConfig, net=None,
+               share: bool | None = None):
+    """One micro-batch's share of the step's token-mean policy-gradient loss (+ k3 KL to the
+    starting model when ``cfg.kl_beta`` > 0; ``net`` is the unwrapped peft model for that pass)."""
+    import torch
+
+    share = (cfg.share_prefix and not cfg.gradient_checkpointing) if share is None else share
+    ids, att, labels = micro["input_ids"], micro["attention_mask"], micro["labels"]
+    mask = labels[:, 1:] != IGNORE
+    ref = None
+    if cfg.kl_beta > 0:
+        with torch.no_grad(), net.disable_adapter():
+            ref = token_logprobs(net, ids, att, labels, share)
+    logp = model(token_logprobs, ids, att, labels, share)
+    denom = torch.tensor(max(1.0, totals["tokens"]), dtype=logp.dtype, device=logp.device)
+    return policy_gradient_loss(logp, logp.detach(), micro["advantages"].to(logp.dtype), mask, cfg.clip, ref,
+                                cfg.kl_beta, micro["behaviour"], cfg.tis_cap, denom)
 
 
 def grpo_loss(net, rollouts: Rollouts, pad: int, cfg: GRPOConfig, backward: bool = True):
-    """Token-mean clipped policy-gradient loss over all rollout tokens, in micro-batches whose
-    gradients accumulate (``backward``); returns (detached total loss, stats)."""
+    """The whole step's loss in one process (tests, benchmarks): micro-batches whose gradients
+    accumulate (``backward``); returns (detached total loss, stats)."""
     import contextlib
 
     import torch
 
-    seqs = sorted(rollouts.sequences, key=lambda s: len(s.ids))  # similar lengths → less padding
-    total_tokens = sum(loss_tokens(s) for s in seqs)
-    adv_all = torch.tensor(rollouts.advantages)
-    loss_sum, kl_sum = torch.zeros(()), 0.0
-    for i in range(0, len(seqs), cfg.micro_batch):
-        chunk = seqs[i: i + cfg.micro_batch]
-        ids, att, labels = rollout_batch(chunk, pad)
-        mask = (labels[:, 1:] != IGNORE)
-        ref = None
-        if cfg.kl_beta > 0:
-            with torch.no_grad(), net.disable_adapter():
-                ref = token_logprobs(net, ids, att, labels)
+    device = next(net.parameters()).device
+    micro = micro_batches(rollouts, pad, cfg, device)
+    totals = {"tokens": sum(m["counts"]["tokens"] for m in micro)}
+    loss_sum = torch.zeros((), device=device)
+    kl = 0.0
+    for m in micro:
         with contextlib.nullcontext() if backward else torch.no_grad():
-            logp = token_logprobs(net, ids, att, labels)
-            adv = adv_all[[s.rollout for s in chunk]].to(logp.dtype)
-            loss, stats = policy_gradient_loss(logp, logp.detach(), adv, mask, cfg.clip, ref, cfg.kl_beta)
-            weighted = loss * (mask.sum() / max(1, total_tokens))  # chunk mean → batch token mean
+            loss, stats = micro_loss(lambda fn, *a: fn(net, *a), m, totals, cfg, net)
             if backward:
-                weighted.backward()
-        loss_sum = loss_sum + weighted.detach()
-        kl_sum += stats["kl"] * float(mask.sum()) / max(1, total_tokens)
-    return loss_sum, {"kl": kl_sum, "tokens": total_tokens}
+                loss.backward()
+        loss_sum = loss_sum + loss.detach()
+        kl += float(stats["kl"])
+    return loss_sum, {"kl": kl, "tokens": totals["tokens"]}
 
 
 def drop_solved(tasks: list[Task], measured: list[Trajectory]) -> tuple[list[Task], int]:
@@ -234,7 +287,7 @@ def drop_solved(tasks: list[Task], measured: list[Trajectory]) -> tuple[list[Tas
 def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, seed: int,
                      served: str | None = None) -> list[Trajectory]:
     """``group_size`` sampled rollouts per task with the current weights, graded: locally, or on
-    the rollout server as the adapter named ``served``."""
+    the rollout servers as the adapter named ``served``."""
     if served is not None:
         from trajforge.policies.openai import OpenAIPolicy
 
@@ -252,6 +305,94 @@ def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, s
     return [graded(t, cfg.rewards) for t in trajs]
 
 
+def null_micro(pad: int, device) -> dict[str, Any]:
+    """A micro-batch that carries no loss: a process whose rollouts all agreed still runs one
+    pass, so the processes' gradient all-reduce lines up (its loss is exactly 0)."""
+    import torch
+
+    # One scored token with advantage 0: the graph reaches the adapter (so the backward pass and its
+    # all-reduce run), the gradient is exactly 0, and it counts as no token in the step's mean.
+    rollouts = Rollouts(sequences=[Packed([pad, pad], [(1, 2)], 0)], advantages=[0.0])
+    micro = micro_batches(rollouts, pad, GRPOConfig(micro_batch=1), device)[0]
+    micro["advantages"] = torch.zeros(1, device=device)
+    micro["counts"] = {"tokens": 0.0}
+    return micro
+
+
+class RolloutSteps:
+    """GRPO's micro-batches, made on the fly: each optimizer step rolls out ``grad_accum`` rounds of
+    ``batch_size`` tasks (the same draw on every process; each process takes its share of whole
+    tasks, so groups never span processes), gathers every process's rewards for the step's
+    statistics, computes group-relative advantages and cuts the informative rollouts into
+    micro-batches."""
+
+    def __init__(self, net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, out_dir: Path,
+                 runtime: Runtime, init_adapter: str | None):
+        self.net, self.tok, self.model, self.tasks, self.cfg = net, tok, model, tasks, cfg
+        self.out_dir, self.rt = out_dir, runtime
+        self.rng = random.Random(cfg.seed)
+        self.curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start)
+                           if cfg.curriculum else None)
+        self.rewards: list[float] = []
+        self.solved: list[float] = []
+        self.trajs: list[Trajectory] = []
+        self.cache: dict[int, list[dict[str, Any]]] = {}
+        self.stats: dict[str, Any] = {}
+        self.server = None
+        if cfg.rollout_server:
+            from trajforge.policies.hf import adapter_lineage
+            from trajforge.train.rollout_server import RolloutServer
+
+            self.server = RolloutServer(cfg.rollout_server)
+            self.lineage = adapter_lineage(init_adapter) if init_adapter else []
+            self.served_meta = {"recipe": "grpo-rollout", "dialect": cfg.dialect, "base_model": model}
+
+    def prepare(self, runtime: Runtime, start: int) -> None:
+        pass
+
+    def _pick(self) -> list[Task]:
+        cfg = self.cfg
+        if self.curriculum:
+            return self.curriculum.sample(cfg.batch_size)
+        return self.rng.sample(self.tasks, min(cfg.batch_size, len(self.tasks)))
+
+    def _serve(self, rollout_step: int) -> str | None:
+        if self.server is None:
+            return None
+        if self.rt.is_main:
+            self.server.publish(self.net, self.lineage, self.served_meta, self.out_dir / "rollout-adapters",
+                                rollout_step)
+        self.rt.barrier()  # every process samples from the adapter the main one loaded
+        return self.server.name_at(rollout_step)
+
+    def for_step(self, step: int) -> list[dict[str, Any]]:
+        cfg, rt = self.cfg, self.rt
+        rollout_step = step // cfg.updates_per_batch
+        if rollout_step not in self.cache:  # μ > 1: later updates reuse the same rollouts
+            self.cache.clear()
+            self.net.eval()
+            served = self._serve(rollout_step)
+            trajs: list[Trajectory] = []
+            for round_ in range(cfg.grad_accum):
+                mine = self._pick()[rt.rank::rt.world]
+                seed = cfg.seed * 100_003 + rollout_step * 101 + round_ * 7919 + rt.rank
+                trajs += collect_rollouts(self.net, self.tok, self.model, mine, cfg, seed=seed, served=served)
+            self.net.train()
+            self.trajs.extend(trajs)
+            if self.curriculum:
+                for t in trajs:
+                    self.curriculum.record(t.tier, bool(t.outcome.correct), step)
+            rollouts = to_rollouts(trajs, cfg.scale_advantages)
+            every = rt.gather_floats([t.reward.total if t.reward else 0.0 for t in trajs])
+            solved = rt.gather_floats([float(bool(t.outcome and t.outcome.correct)) for t in trajs])
+            self.rewards.append(sum(every) / max(1, len(every)))
+            self.solved.append(sum(solved) / max(1, len(solved)))
+            micro = micro_batches(rollouts, self.tok.pad_token_id, cfg, rt.device)
+            self.cache[rollout_step] = micro or [null_micro(self.tok.pad_token_id, rt.device)]
+            self.stats = {**rollouts.stats, "reward": self.rewards[-1], "solved": self.solved[-1]}
+        return self.cache[rollout_step]
+
+
 def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConfig | None = None,
                init_adapter: str | None = None, progress: bool = True, resume: bool = False,
                evaluator: InLoopEval | None = None) -> GRPOResult:
@@ -259,76 +400,49 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
     started = time.perf_counter()
     if not tasks:
         raise ValueError("GRPO needs training tasks")
-    net, tok = lora_model(resolve(model), cfg, init_adapter)
+    runtime = Runtime(cfg)
+    net, tok = lora_model(resolve(model), cfg, init_adapter, device=str(runtime.device))
     if cfg.dialect is None and init_adapter:
         # Roll out in the dialect the starting adapter was trained in, not the base model's default.
         from trajforge.policies.hf import read_adapter_meta
 
         cfg = cfg.model_copy(update={"dialect": read_adapter_meta(init_adapter).get("dialect")})
-    rng = random.Random(cfg.seed)
-    curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start)
-                  if cfg.curriculum else None)
     total = cfg.steps if cfg.max_steps <= 0 else min(cfg.steps, cfg.max_steps)
-    rewards, solved, all_trajs = [], [], []
-    cache: dict[int, Rollouts] = {}
-    server = None
-    if cfg.rollout_server:
-        from trajforge.policies.hf import adapter_lineage
-        from trajforge.train.rollout_server import RolloutServer
+    steps = RolloutSteps(net, tok, model, tasks, cfg, Path(out_dir), runtime, init_adapter)
+    from trajforge.train.sft import share_prefix
 
-        server = RolloutServer(cfg.rollout_server)
-        lineage = adapter_lineage(init_adapter) if init_adapter else []
-        served_meta = {"recipe": "grpo-rollout", "dialect": cfg.dialect, "base_model": model}
+    share = share_prefix(cfg, runtime)
 
-    def batch_at(step: int) -> Rollouts:
-        rollout_step = step // cfg.updates_per_batch
-        if rollout_step not in cache:  # μ > 1: later updates reuse the same rollouts
-            cache.clear()
-            picked = curriculum.sample(cfg.batch_size) if curriculum else rng.sample(tasks, min(cfg.batch_size, len(tasks)))
-            net.eval()
-            served = (server.publish(net, lineage, served_meta, Path(out_dir) / "rollout-adapters", rollout_step)
-                      if server else None)
-            trajs = collect_rollouts(net, tok, model, picked, cfg, seed=cfg.seed * 100_003 + rollout_step,
-                                     served=served)
-            net.train()
-            all_trajs.extend(trajs)
-            for t in trajs:
-                if curriculum:
-                    curriculum.record(t.tier, bool(t.outcome.correct), step)
-            cache[rollout_step] = to_rollouts(trajs, cfg.scale_advantages)
-            rewards.append(cache[rollout_step].stats["reward"])
-            solved.append(cache[rollout_step].stats["solved"])
-        return cache[rollout_step]
-
-    def loss_fn(rollouts: Rollouts):
-        stats = dict(rollouts.stats)
-        if curriculum:
-            stats["tier_level"] = curriculum.level
-        if not rollouts.sequences:  # every group agreed: nothing to learn from this batch
-            import torch
-
-            return torch.zeros(()), stats
-        loss, extra = grpo_loss(net, rollouts, tok.pad_token_id, cfg)
-        return loss, {**stats, **extra}
+    def loss_fn(model_, micro, totals):
+        loss, stats = micro_loss(model_, micro, totals, cfg, net, share)
+        stats = {**steps.stats, **stats}
+        if steps.curriculum:
+            stats["tier_level"] = steps.curriculum.level
+        return loss, stats
 
     hook = evaluator.hook(net, tok) if evaluator else None
     try:
-        fitted = fit(net, total, batch_at, loss_fn, cfg, out_dir, "grpo", progress, resume, hook)
+        fitted = fit(net, total, steps, loss_fn, cfg, out_dir, "grpo", progress, resume, hook, runtime)
     finally:
-        if server:
-            server.close()
+        if steps.server and runtime.is_main:
+            steps.server.close()
     result = GRPOResult(adapter_dir=str(out_dir), steps=len(fitted.losses), losses=fitted.losses,
-                        rewards=rewards, solve_rates=solved, rescue=rescue_rate(all_trajs),
-                        curriculum=curriculum.history if curriculum else [],
+                        rewards=steps.rewards, solve_rates=steps.solved, rescue=rescue_rate(steps.trajs),
+                        curriculum=steps.curriculum.history if steps.curriculum else [],
                         seconds=time.perf_counter() - started,
                         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
-                        stopped=fitted.stopped)
-    fingerprint = all_trajs[0].toolset_fingerprint if all_trajs else ""
-    save_adapter(net, tok, out_dir, {
-        "recipe": "grpo", "toolset_fingerprint": fingerprint, "env": tasks[0].env,
-        "dialect": _text_dialect(cfg, all_trajs, model), "base_model": model,
-        "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
-        "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
+                        stopped=fitted.stopped, peak_memory_gb=fitted.peak_memory_gb)
+    if runtime.is_main:
+        from trajforge.train.adapter import save_adapter
+
+        fingerprints = sorted({t.toolset_fingerprint for t in steps.trajs})
+        save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
+            "recipe": "grpo", **(fingerprint_meta(steps.trajs, fingerprints) if fingerprints else
+                                 {"toolset_fingerprint": "", "env": tasks[0].env}),
+            "dialect": _text_dialect(cfg, steps.trajs, model), "base_model": model,
+            "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+            "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
+    runtime.barrier()
     return result
 
 

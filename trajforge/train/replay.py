@@ -55,8 +55,8 @@ def self_distill(net, tokenizer, prompts: list[str], max_new_tokens: int = 96,
                                                add_generation_prompt=True) for p in chunk]
         enc = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         width = max(map(len, enc))
-        ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
-        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
+        ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc], device=net.device)
+        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=net.device)
         with torch.no_grad():
             out = net.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                                do_sample=False, pad_token_id=pad, eos_token_id=eos)
@@ -67,9 +67,11 @@ def self_distill(net, tokenizer, prompts: list[str], max_new_tokens: int = 96,
 
 
 def cached_replay(model_path: str, net, tokenizer, prompts: list[str], cache_dir: str | Path,
-                  max_new_tokens: int = 96) -> list[Sample]:
-    """``self_distill`` cached on disk by (model path, prompts, length): it costs a minute on CPU."""
-    key = hashlib.sha256(json.dumps([str(model_path), prompts, max_new_tokens]).encode()).hexdigest()[:16]
+                  max_new_tokens: int = 96, lineage: list[str] | None = None) -> list[Sample]:
+    """``self_distill`` cached on disk by (model path, adapters merged into it, prompts, length):
+    it costs a minute on CPU."""
+    key = hashlib.sha256(json.dumps([str(model_path), *(lineage or []), prompts, max_new_tokens])
+                         .encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"replay-{key}.jsonl"
     if path.exists():
         return [Sample(*json.loads(line)) for line in path.read_text().splitlines() if line]
@@ -79,6 +81,23 @@ def cached_replay(model_path: str, net, tokenizer, prompts: list[str], cache_dir
     tmp.write_text("".join(json.dumps([s.input_ids, s.loss_mask]) + "\n" for s in samples))
     tmp.replace(path)
     return samples
+
+
+def starting_model_replay(net, tokenizer, model_path: str, init_adapter: str | None = None) -> list[Sample]:
+    """Replay samples from the model training starts from: ``net`` (a peft model) with its new
+    adapter disabled, i.e. the base with ``init_adapter``'s lineage merged. Reusing the training
+    model instead of loading a second copy keeps a 7B run to one set of weights on the GPU."""
+    from trajforge.policies.models import home
+
+    lineage = []
+    if init_adapter:
+        from trajforge.policies.hf import adapter_lineage
+
+        lineage = [str(Path(a).resolve()) for a in adapter_lineage(init_adapter)]
+    with net.disable_adapter():
+        net.eval()
+        return cached_replay(model_path, net, tokenizer, general_prompts()[0], home() / "replay",
+                             lineage=lineage)
 
 
 def mix_replay(replay: list[Sample], n_task: int, share: float, seed: int) -> list[Sample]:
@@ -100,13 +119,13 @@ def answer_nll(net, samples: list[Sample], pad_id: int) -> float:
     """Mean per-token NLL of the samples' answer tokens under ``net`` (the forgetting measure)."""
     import torch
 
-    from trajforge.train.sft import collate
     from trajforge.train.losses import masked_lm_loss
+    from trajforge.train.sequences import collate
 
     total, count = 0.0, 0
     with torch.no_grad():
         for s in samples:
-            b = collate([{"input_ids": s.input_ids, "loss_mask": s.loss_mask}], pad_id)
+            b = collate([s], pad_id, device=net.device, multiple=1)
             n = sum(s.loss_mask[1:])  # the first token has no predecessor in the window
             total += float(masked_lm_loss(net, b["input_ids"], b["attention_mask"], b["labels"],
                                           share_prefix=False)) * n

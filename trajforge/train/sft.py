@@ -1,14 +1,20 @@
 """LoRA SFT on executed trajectories, loss on assistant tokens only.
 
 Library: ``train_sft(trajectories, model, out_dir, SFTConfig())``.
-CLI: ``trajforge train sft --data STORE_DIR --model smollm2-135m --out ADAPTER_DIR``.
+CLI: ``trajforge train sft --data STORE_DIR --model smollm2-135m --out ADAPTER_DIR``
+(``--processes N`` or ``accelerate launch`` for several GPUs; ``trajforge plan`` says what fits).
 
-Samples are rendered with the inference-time dialect and chat template (train/data.py); batches
-are grouped by length and share their common prefix through one KV cache (train/losses.py).
+Samples come from the one sequence builder (train/sequences.py): the stored token ids where they
+are this model's, else rendered with the inference-time dialect and chat template. The data loader
+is prepared by accelerate (sharded across processes, moved to the device); length-grouped
+micro-batches of ``batch_size`` accumulate ``grad_accum`` at a time into one optimizer step.
+Without gradient checkpointing, batches share their common prefix through one KV cache
+(train/losses.py).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -17,27 +23,32 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from trajforge.envs import env_class
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
-from trajforge.train.data import Sample, render_sample, training_dialect
 from trajforge.train.inloop import InLoopEval
-from trajforge.train.losses import IGNORE, masked_lm_loss
+from trajforge.train.losses import lm_loss_sum
+from trajforge.train.loop import Runtime, fit
+from trajforge.train.model import lora_model
 from trajforge.train.replay import mix_replay
-from trajforge.train.trainer import LoraSettings, fit, lora_model, save_adapter
+from trajforge.train.sequences import IGNORE, Sample, SequenceBuilder, collate, within
+from trajforge.train.settings import LoraSettings
+from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
+from trajforge.train.data import training_dialect
+
+log = logging.getLogger(__name__)
 
 
 class SFTConfig(LoraSettings):
-    """LoRA SFT hyper-parameters (adapter, optimiser and checkpoint settings in ``LoraSettings``)."""
+    """LoRA SFT hyper-parameters (adapter, optimiser, hardware and checkpoint settings in
+    ``LoraSettings``)."""
 
     epochs: float = 2.0
     """Passes over the data."""
-    max_len: int = 1536
-    """Samples longer than this are skipped (and counted), never cut mid-conversation."""
     tiers: list[str] = ["success"]
     """Outcome tiers used as demonstrations."""
-    replay_share: float = 0.0
-    """Share of each epoch made of general-instruction replay samples (against forgetting)."""
+    replay_share: float = 0.3
+    """Share of each epoch made of self-distilled general-instruction replay samples (against
+    forgetting; 0 turns it off)."""
     dialect: str | None = None
     """Tool-call dialect to train in; None: the trajectories' own, else the model's (data.training_dialect)."""
     render_mode: str = "dialect"
@@ -57,6 +68,10 @@ class SFTResult(BaseModel):
     resumed_from: int = 0
     stopped: str | None = None
     """Why training ended before its planned steps (``time budget``), else None."""
+    peak_memory_gb: float = 0.0
+    """Peak memory of the (main) training process: CUDA allocated on a GPU, resident set on a CPU."""
+    built: dict[str, int] = {}
+    """Trajectories built from their stored token ids vs rendered (train/sequences.py)."""
 
 
 def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], dict[str, int]]:
@@ -71,52 +86,75 @@ def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], d
     return keep, skipped
 
 
-def check_fingerprints(trajs: list[Trajectory], allow_mismatch: bool = False) -> str:
-    """All data must match its environment's current toolset; returns the fingerprint."""
-    prints = {t.toolset_fingerprint for t in trajs}
-    if len(prints) != 1:
-        raise ValueError(f"training data mixes toolset fingerprints {sorted(prints)}")
-    fp = prints.pop()
-    current = env_class(trajs[0].env).toolset().fingerprint
-    if fp != current and not allow_mismatch:
-        raise ValueError(
-            f"trajectories were collected with toolset {fp} but env {trajs[0].env!r} now has {current}; "
-            "re-collect, or pass allow_mismatch=True to migrate"
-        )
-    return fp
+def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int) -> list[list[int]]:
+    """Micro-batches (lists of sample indices) for all epochs, fractional epochs allowed: each epoch
+    in a fresh length-grouped order (similar lengths together, less padding; batches shuffled)."""
+    rows: list[int] = []
+    for epoch in range(max(1, math.ceil(epochs))):
+        rng = random.Random(seed + epoch)
+        order = sorted(range(len(samples)), key=lambda i: (len(samples[i].input_ids), rng.random()))
+        batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+        rng.shuffle(batches)
+        rows += [i for b in batches for i in b]
+    rows = rows[: int(len(samples) * epochs)]
+    return [rows[i: i + batch_size] for i in range(0, len(rows), batch_size)]
 
 
-def collate(batch: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-    import torch
-
-    width = max(len(b["input_ids"]) for b in batch)
-    ids, att, labels = [], [], []
-    for b in batch:
-        n = len(b["input_ids"])
-        ids.append(b["input_ids"] + [pad_id] * (width - n))
-        att.append([1] * n + [0] * (width - n))
-        labels.append([t if m else IGNORE for t, m in zip(b["input_ids"], b["loss_mask"])]
-                      + [IGNORE] * (width - n))
-    return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(att),
-            "labels": torch.tensor(labels)}
+def sample_counts(rows: list[Sample]) -> dict[str, float]:
+    return {"tokens": float(sum(sum(s.loss_mask[1:]) for s in rows))}
 
 
-def _epoch_rows(samples: list[Sample], cfg: SFTConfig) -> list[dict[str, Any]]:
-    """Rows for all epochs (fractional epochs allowed), each epoch in a fresh length-grouped order."""
-    rows = []
-    for epoch in range(max(1, math.ceil(cfg.epochs))):
-        order = _length_batches(samples, cfg.batch_size, cfg.seed + epoch)
-        rows += [{"input_ids": samples[i].input_ids, "loss_mask": samples[i].loss_mask} for i in order]
-    return rows[: int(len(samples) * cfg.epochs)]
+class LoaderBatches:
+    """SFT's micro-batches through a data loader accelerate prepares: sharded round-robin across
+    processes (micro-batch i goes to process i mod N, so N processes × k micro-batches see what one
+    process sees in N·k), moved to the device, ``grad_accum`` of them per optimizer step."""
+
+    def __init__(self, samples: list[Sample], micro: list[list[int]], pad: int, per_step: int):
+        self.samples, self.micro, self.pad, self.per_step = samples, micro, pad, per_step
+        self.it = None
+
+    def steps(self, world: int) -> int:
+        return math.ceil(len(self.micro) / (self.per_step * world))
+
+    def _collate(self, rows: list[Sample]) -> dict[str, Any]:
+        return {**collate(rows, self.pad), "counts": sample_counts(rows)}
+
+    def prepare(self, runtime: Runtime, start: int) -> None:
+        import torch
+        from torch.utils.data import DataLoader
+
+        # Its own generator: a loader iterator draws a base seed, and drawing it from the global
+        # RNG would shift dropout after a resume (the resumed run makes its iterator mid-run).
+        loader = DataLoader(self.samples, batch_sampler=self.micro, collate_fn=self._collate,
+                            generator=torch.Generator().manual_seed(0))
+        loader = runtime.acc.prepare(loader)
+        if start:
+            loader = runtime.acc.skip_first_batches(loader, start * self.per_step)
+        self.it = iter(loader)
+
+    def for_step(self, step: int) -> list[dict[str, Any]]:
+        out = []
+        for _ in range(self.per_step):
+            nxt = next(self.it, None)
+            if nxt is None:
+                break
+            out.append(nxt)
+        return out
 
 
-def _length_batches(samples: list[Sample], batch_size: int, seed: int) -> list[int]:
-    """An order that puts similar lengths together (less padding) with shuffled batches."""
-    rng = random.Random(seed)
-    order = sorted(range(len(samples)), key=lambda i: (len(samples[i].input_ids), rng.random()))
-    batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
-    rng.shuffle(batches)
-    return [i for b in batches for i in b]
+def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
+                  skipped: dict[str, int]) -> tuple[list[Sample], SequenceBuilder]:
+    """The demonstrations as samples; those over ``max_len`` are skipped and counted."""
+    builder = SequenceBuilder(tok, training_dialect(data, model, tok, cfg.dialect), cfg.render_mode,
+                              toolset_of=toolset_lookup())
+    samples = [s for t in data for s in builder.build(t)]
+    kept = within(samples, cfg.max_len)
+    if kept.too_long:
+        skipped["too_long"] = skipped.get("too_long", 0) + len(kept.too_long)
+        longest = max(len(samples[i].input_ids) for i in kept.too_long)
+        log.warning("skipped %d of %d samples longer than --max-len %d tokens (longest %d); they are never "
+                    "cut mid-conversation", len(kept.too_long), len(samples), cfg.max_len, longest)
+    return [samples[i] for i in kept.kept], builder
 
 
 def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFTConfig | None = None,
@@ -124,57 +162,90 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
               evaluator: InLoopEval | None = None, replay: list[Sample] | None = None) -> SFTResult:
     """Train an adapter on the successful trajectories; see the module docstring.
 
-    ``replay``: general-instruction samples (train/replay.py) mixed in at ``cfg.replay_share``.
+    ``replay``: general-instruction samples (train/replay.py) mixed in at ``cfg.replay_share``;
+    None self-distills them from the starting model (cached).
     ``resume`` continues from the last checkpoint in ``out_dir``; ``evaluator`` runs the in-loop
     evaluation every ``cfg.eval_every`` steps.
     """
-    from transformers import AutoTokenizer
-
     cfg = cfg or SFTConfig()
     started = time.perf_counter()
     data, skipped = select(trajs, cfg)
     if not data:
         raise ValueError(f"no trajectories of tiers {cfg.tiers} to train on (skipped: {skipped})")
-    fingerprint = check_fingerprints(data, allow_mismatch)
+    fingerprints = check_fingerprints(data, allow_mismatch)
     path = resolve(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    toolset = env_class(data[0].env).toolset()
-    dialect = training_dialect(data, model, tok, cfg.dialect)
-    samples = []
-    for t in data:
-        s = render_sample(t, tok, toolset, dialect, render_mode=cfg.render_mode)
-        if len(s.input_ids) > cfg.max_len:
-            skipped["too_long"] = skipped.get("too_long", 0) + 1
-        else:
-            samples.append(s)
-    if replay and cfg.replay_share > 0:
+    runtime = Runtime(cfg)
+    net, tok = lora_model(path, cfg, device=str(runtime.device))
+    samples, builder = build_samples(data, tok, model, cfg, skipped)
+    if not samples:
+        raise ValueError(f"no sample fits --max-len {cfg.max_len} (skipped: {skipped})")
+    if cfg.replay_share > 0:
+        replay = replay if replay is not None else shared_replay(runtime, net, tok, path)
         samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
-    rows = _epoch_rows(samples, cfg)
-    net, tok = lora_model(path, cfg)
-    batches = [rows[i: i + cfg.batch_size] for i in range(0, len(rows), cfg.batch_size)]
+    micro = epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
+    batches = LoaderBatches(samples, micro, tok.pad_token_id, cfg.grad_accum)
+    total = batches.steps(runtime.world)
     if cfg.max_steps > 0:
-        batches = batches[: cfg.max_steps]
-    pad = tok.pad_token_id
+        total = min(total, cfg.max_steps)
+    share = share_prefix(cfg, runtime)
 
-    def loss_fn(batch):
-        inputs = collate(batch, pad)
-        return masked_lm_loss(net, inputs["input_ids"], inputs["attention_mask"], inputs["labels"]), {}
+    def loss_fn(model_, micro_, totals):
+        s = model_(lm_loss_sum, micro_["input_ids"], micro_["attention_mask"], micro_["labels"], share)
+        return s / max(1.0, totals["tokens"]), {}
 
     if isinstance(evaluator, InLoopEval):  # in-loop evaluation acts in the dialect and renderer trained
-        evaluator.dialect = evaluator.dialect or dialect
+        evaluator.dialect = evaluator.dialect or builder.dialect
         evaluator.render_mode = cfg.render_mode
     hook = evaluator.hook(net, tok) if evaluator else None
-    fitted = fit(net, len(batches), batches.__getitem__, loss_fn, cfg, out_dir, "sft", progress,
-                 resume, hook)
-    used = [r for b in batches for r in b]
+    fitted = fit(net, total, batches, loss_fn, cfg, out_dir, "sft", progress, resume, hook, runtime)
+    used = [samples[i] for rows in micro[: total * cfg.grad_accum * runtime.world] for i in rows]
     result = SFTResult(
         adapter_dir=str(out_dir), samples=len(samples), skipped=skipped,
-        tokens=sum(len(r["input_ids"]) for r in used), loss_tokens=sum(sum(r["loss_mask"]) for r in used),
+        tokens=sum(len(s.input_ids) for s in used), loss_tokens=sum(sum(s.loss_mask) for s in used),
         steps=len(fitted.losses), losses=fitted.losses, seconds=time.perf_counter() - started,
         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from, stopped=fitted.stopped,
-    )
-    save_adapter(net, tok, out_dir, {
-        "recipe": "sft", "toolset_fingerprint": fingerprint, "env": data[0].env, "dialect": dialect.name,
-        "render_mode": cfg.render_mode, "base_model": model, "config": cfg.model_dump(),
-        "result": result.model_dump(exclude={"losses"})})
+        peak_memory_gb=fitted.peak_memory_gb, built=dict(builder.counts))
+    if runtime.is_main:
+        from trajforge.train.adapter import save_adapter
+
+        save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
+            "recipe": "sft", **fingerprint_meta(data, fingerprints), "dialect": builder.dialect.name,
+            "render_mode": cfg.render_mode, "base_model": model, "config": cfg.model_dump(),
+            "result": result.model_dump(exclude={"losses"})})
+    runtime.barrier()
     return result
+
+
+def shared_replay(runtime: Runtime, net, tok, path: str, init_adapter: str | None = None) -> list[Sample]:
+    """Self-distilled replay samples of the starting model (train/replay.py), made once: the main
+    process generates and caches them, the others read the cache."""
+    from trajforge.train.replay import starting_model_replay
+
+    if not runtime.is_main:
+        runtime.barrier()
+    samples = starting_model_replay(net, tok, path, init_adapter)
+    if runtime.is_main:
+        runtime.barrier()
+    return samples
+
+
+def share_prefix(cfg: LoraSettings, runtime: Runtime) -> bool:
+    """Whether the shared-prefix cache runs, logging why not when it was asked for."""
+    if not cfg.share_prefix:
+        return False
+    if cfg.gradient_checkpointing:
+        log.info("shared-prefix cache off: gradient checkpointing recomputes layers and cannot hold a KV cache")
+        return False
+    if runtime.acc.distributed_type.name in ("DEEPSPEED", "FSDP"):
+        log.info("shared-prefix cache off under %s: sharded parameters are gathered per forward call",
+                 runtime.acc.distributed_type.name)
+        return False
+    return True
+
+
+def collate_rows(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+    """Deprecated: ``train.sequences.collate`` on ``{"input_ids", "loss_mask"}`` rows."""
+    return collate([Sample(r["input_ids"], r["loss_mask"]) for r in rows], pad_id)
+
+
+__all__ = ["IGNORE", "SFTConfig", "SFTResult", "select", "train_sft"]
