@@ -97,8 +97,9 @@ def read_tasks(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> list[T
             tasks.append(Task.model_validate_json(line))
         except ValidationError as e:
             first = e.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
-            problems.append(f"{path}:{lineno}: invalid task ({where}: {first['msg']})")
+            field = ".".join(map(str, first["loc"]))
+            what = f"{field}: {first['msg']}" if field else first["msg"]
+            problems.append(f"{path}:{lineno}: invalid task ({what})")
         except LineTooLong as e:
             problems.append(f"{path}:{lineno}: {e}")
     if problems:
