@@ -217,7 +217,7 @@ def test_errors_are_openai_shaped(serve):
     assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
     r = httpx.post(server.url + "/chat/completions", json={"model": "alpha", "messages": [
         {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]})
-    assert r.status_code == 400 and "arguments is not JSON" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "arguments is not valid JSON" in r.json()["error"]["message"]
     assert httpx.get(server.url + "/nothing").status_code == 404
     # The server still answers after the errors.
     assert ask(client).choices[0].message.content == "x"

@@ -15,10 +15,12 @@ from rich.console import Console
 
 console = Console()
 FORMATS = ("openai", "sharegpt", "hf")
+MAX_SHOWN = 20
+"""Unreadable import lines listed one by one."""
 
 
 def _fail(msg: str) -> None:
-    console.print(f"error: {msg}", markup=False, highlight=False)
+    console.print(f"error: {msg}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -28,9 +30,14 @@ def export(store: Path = typer.Argument(..., help="store directory"),
     """Export a store's trajectories to OpenAI JSONL, ShareGPT (LLaMA-Factory) or a HF dataset."""
     from trajforge.store import TrajectoryStore
     from trajforge.store import export as ex
+    from trajforge.store.targets import StoreTargetError, refuse_store_target
 
     if format not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    try:
+        refuse_store_target(out, source=store)
+    except StoreTargetError as e:
+        _fail(f"--out {e}")
     trajs = TrajectoryStore(store).read()
     if not trajs:
         _fail(f"no trajectories in {store}")
@@ -42,7 +49,7 @@ def export(store: Path = typer.Argument(..., help="store directory"),
             where = ex.write_sharegpt(trajs, out)
         else:
             where = ex.save_hf(trajs, out)
-    except (ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError) as e:  # the existing output is untouched: files are swapped in whole
         _fail(str(e))
     console.print(f"exported {len(trajs)} trajectories as {format} to {where}")
 
@@ -51,16 +58,27 @@ def import_openai(file: Path = typer.Argument(..., help="OpenAI chat fine-tuning
                   env: str = typer.Option(..., help="environment whose toolset the calls use"),
                   out: Path = typer.Option(..., help="store directory to append to"),
                   policy: str = typer.Option("imported", help="policy name recorded on the trajectories")) -> None:
-    """Import OpenAI chat JSONL as unexecuted trajectories (calls validated against the env toolset)."""
+    """Import OpenAI chat JSONL as unexecuted trajectories (calls validated against the env toolset).
+
+    Lines that cannot be read are listed (file:line: what) and the command exits 1; the others are
+    imported all the same (importing the file again after a fix adds no duplicates: a record's key is
+    its file and line)."""
     from trajforge.store import TrajectoryStore
-    from trajforge.store.export import import_openai_jsonl
+    from trajforge.store.export import read_openai_jsonl
 
     try:
-        trajs = import_openai_jsonl(file, env=env, policy=policy)
+        trajs, rejected = read_openai_jsonl(file, env=env, policy=policy)
     except (OSError, ValueError, KeyError) as e:
         _fail(str(e))
     st = TrajectoryStore(out)
     for t in trajs:
         st.append(t)
     errors = sum(len(s.errors) for t in trajs for s in t.steps)
-    console.print(f"imported {len(trajs)} trajectories into {out} ({errors} invalid calls recorded as errors)")
+    console.print(f"imported {len(trajs)} trajectories into {out} ({errors} invalid calls recorded as errors)",
+                  markup=False, highlight=False)
+    for line in rejected[:MAX_SHOWN]:
+        console.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+    if rejected:
+        more = f" ({len(rejected) - MAX_SHOWN} more not shown)" if len(rejected) > MAX_SHOWN else ""
+        console.print(f"{len(rejected)} lines of {file} could not be read{more}", markup=False, highlight=False)
+        raise typer.Exit(1)

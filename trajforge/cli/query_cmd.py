@@ -21,16 +21,24 @@ def query(sql: str = typer.Argument(..., help="SQL over the views `episodes` and
           store: Path = typer.Option(..., help="store directory (or one .jsonl shard)"),
           format: str = typer.Option("table", help="table | jsonl")) -> None:
     """Run SQL over a trajectory store (DuckDB; views `episodes` and `steps`)."""
-    from trajforge.store.query import query as run_query
+    from trajforge.store.query import connect, run, unreadable
 
     if format not in ("table", "jsonl"):
         console.print(f"[red]error:[/red] --format must be table or jsonl, not {format!r}")
         raise typer.Exit(2)
     try:
-        rows = run_query(store, sql)
+        con = connect(store)
+        try:
+            skipped = unreadable(con)  # before the user's SQL, which may drop views
+            rows = run(con, sql)
+        finally:
+            con.close()
     except ValueError as e:
         console.print(f"error: {e}", markup=False, highlight=False)  # DuckDB messages hold [brackets]
         raise typer.Exit(2)
+    if skipped:  # on stderr: --format jsonl output stays parseable
+        where = ", ".join(f"{name}: {n}" for name, n in skipped.items())
+        typer.echo(f"note: skipped {sum(skipped.values())} unreadable lines ({where})", err=True)
     if format == "jsonl":
         for row in rows:
             typer.echo(json.dumps(row, default=str))

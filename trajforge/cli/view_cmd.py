@@ -38,6 +38,11 @@ def view(store: Path = typer.Argument(..., help="store directory (or one .jsonl 
     except (ValueError, OSError) as e:
         _fail(str(e))
     console.print(f"viewing {store} at {server.url} (Ctrl-C to stop)", markup=False, highlight=False, soft_wrap=True)
+    skipped = server.catalog.snapshot().unreadable
+    if skipped:
+        where = ", ".join(f"{name}: {n}" for name, n in skipped.items())
+        console.print(f"note: skipped {sum(skipped.values())} unreadable lines ({where})", markup=False,
+                      highlight=False, soft_wrap=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -23,16 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from pydantic import ValidationError
 
 from trajforge.schema import Trajectory
 from trajforge.store import TrajectoryStore
-from trajforge.store.query import connect
+from trajforge.store.query import connect, unreadable
 
 FILTERS = ("outcome_tier", "fail_reason", "env", "tier", "policy", "split")
 """Columns filtered by exact value; ``task_id`` is matched as a substring."""
 ROW_COLUMNS = ("task_id", "policy", "sample", "env", "tier", "split", "outcome_tier", "fail_reason",
                "turns", "n_errors", "n_repairs", "reward_total", "wall_s")
 MAX_PER_PAGE = 500
+MAX_EPISODE_BYTES = 16 * 1024 * 1024
+"""Largest record ``episode`` reads back (a page cannot show more; ``trajforge query`` can)."""
 
 Key = tuple[str, str, int]
 
@@ -48,6 +51,10 @@ def _key(line: bytes) -> Key:
         return json.loads(m.group(1)), json.loads(m.group(3)), int(m.group(2))
     d = json.loads(line)
     return d["task_id"], d["policy"], int(d.get("sample", 0))
+
+
+class UnreadableEpisode(ValueError):
+    """An episode the index knows whose record cannot be shown."""
 
 
 class Snapshot:
@@ -68,6 +75,8 @@ class Snapshot:
         for shard in shards:
             self._index(shard)
         self.facets = {col: self._counts(col) for col in FILTERS}
+        self.unreadable = unreadable(self.con)
+        """Lines the table skipped, per shard (torn, invalid UTF-8, ...)."""
         self.total = self.con.execute("SELECT count(*) FROM ep").fetchone()[0]
         self.build_s = time.perf_counter() - started
 
@@ -78,8 +87,8 @@ class Snapshot:
                 if line.strip():
                     try:
                         self.offsets[_key(line)] = (shard, offset)
-                    except (ValueError, KeyError, TypeError):
-                        pass  # a torn line: the episodes view skips it too
+                    except (ValueError, KeyError, TypeError, RecursionError):
+                        pass  # a torn (or too deeply nested) line: the episodes view skips it too
                 offset += len(line)
 
     def _counts(self, col: str) -> list[tuple[str, int]]:
@@ -151,7 +160,7 @@ class Catalog:
 
     def facets(self) -> dict[str, Any]:
         snap = self.snapshot()
-        return {"store": str(self.root), "total": snap.total,
+        return {"store": str(self.root), "total": snap.total, "unreadable": snap.unreadable,
                 "columns": {col: [{"value": v, "n": n} for v, n in counts] for col, counts in snap.facets.items()}}
 
     def page(self, filters: dict[str, str], page: int = 1, per_page: int = 50) -> dict[str, Any]:
@@ -169,14 +178,27 @@ class Catalog:
         return {"total": count["n"], "page": page, "per_page": per_page, "rows": rows}
 
     def episode(self, task_id: str, policy: str, sample: int = 0) -> Trajectory | None:
-        """The whole trajectory, read from its line; None when the store has no such episode."""
+        """The whole trajectory, read from its line; None when the store has no such episode.
+
+        Raises ``UnreadableEpisode`` for a line over ``MAX_EPISODE_BYTES`` or one that is not a
+        valid trajectory (too deeply nested, a wrong field)."""
         loc = self.snapshot().offsets.get((task_id, policy, sample))
         if loc is None:
             return None
         path, offset = loc
         with open(path, "rb") as f:
             f.seek(offset)
-            return Trajectory.model_validate_json(f.readline())
+            line = f.readline(MAX_EPISODE_BYTES + 1)
+        if len(line) > MAX_EPISODE_BYTES:
+            raise UnreadableEpisode(f"the episode's record is over {MAX_EPISODE_BYTES // 2**20} MiB, too "
+                                    f"large to show; read it with trajforge query or export")
+        try:
+            return Trajectory.model_validate_json(line)
+        except ValidationError as e:
+            first = e.errors(include_url=False)[0]
+            field = ".".join(map(str, first["loc"]))
+            what = f"{field}: {first['msg']}" if field else first["msg"]
+            raise UnreadableEpisode(f"the episode's record cannot be read ({what})") from None
 
     def siblings(self, task_id: str) -> list[dict[str, Any]]:
         """Every episode of one task (all policies and samples): the candidates to put side by side."""

@@ -30,6 +30,7 @@ A run directory is any directory; nothing about its layout is assumed beyond thi
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -85,15 +86,17 @@ class Pair(NamedTuple):
     after: str
 
 
-def _is_trajectory_shard(path: Path) -> bool:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    first = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(first, dict) and all(k in first for k in _TRAJECTORY_KEYS)
+def _is_trajectory_shard(path: Path, lines: int = 8) -> bool:
+    """Whether the first JSON object among the first ``lines`` lines is a trajectory: a shard whose
+    first line is torn, invalid UTF-8, not an object or nested too deeply is still a shard."""
+    with open(path, "rb") as f:
+        for line in itertools.islice((ln for ln in f if ln.strip()), lines):
+            try:
+                first = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(first, dict):
+                return all(k in first for k in _TRAJECTORY_KEYS)
     return False
 
 

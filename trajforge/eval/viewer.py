@@ -23,6 +23,11 @@ every text it renders; the page builds lists with ``textContent``; a Content-Sec
 only this origin's script and styles (an injected ``<script>`` or ``onerror=`` would not run); the
 Host header must name the loopback address, so a web page in the user's browser cannot reach the
 API through DNS rebinding. Bad parameters get a 400 with a JSON ``error`` naming the parameter.
+
+A store is data someone else may have written: a line the catalog cannot read (torn, invalid
+UTF-8, nested past what the parsers take) is left out of the table and counted in
+``/api/facets``'s ``unreadable``; an episode whose record is too large or invalid to show answers a
+422 naming why; every other episode is served as usual.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from trajforge.eval.catalog import FILTERS, Catalog
+from trajforge.eval.catalog import FILTERS, Catalog, UnreadableEpisode
 from trajforge.eval.conversation import conversation_html, static_text
 
 HOST = "127.0.0.1"
@@ -86,7 +91,10 @@ def api(catalog: Catalog, path: str, params: dict[str, list[str]]) -> dict[str, 
             return catalog.page(filters, _int(params, "page", 1), _int(params, "per_page", 50))
         if path == "/api/episode":
             task_id, policy, sample = _one(params, "task_id"), _one(params, "policy"), _int(params, "sample", 0)
-            traj = catalog.episode(task_id, policy, sample)
+            try:
+                traj = catalog.episode(task_id, policy, sample)
+            except UnreadableEpisode as e:  # the record is in the store but cannot be shown
+                raise ApiError(422, str(e)) from None
             if traj is None:
                 raise ApiError(404, f"no episode task_id={task_id!r} policy={policy!r} sample={sample} in the store")
             meta = {k: getattr(traj, k) for k in ("task_id", "policy", "sample", "env", "tier", "split")}

@@ -5,86 +5,124 @@
         OpenAI(base_url=server.url, api_key="none").chat.completions.create(model="sql", ...)
 
 Keep-alive HTTP/1.1; streamed answers are server-sent events over chunked transfer encoding, ending
-with ``data: [DONE]``. Errors are OpenAI-style ``{"error": {...}}`` bodies: 400 for a bad request
-(bad JSON, a wrong field, a prompt past the context), 404 for an unknown model or path, 500 with the
-exception's type when generation itself fails.
+with ``data: [DONE]``. Every answer that is not a completion is an OpenAI-style
+``{"error": {"message", "type", "param", "code"}}`` body, the stdlib's own refusals (a bad request
+line, a URI or header too long) included: 400 for a bad request (bad JSON, a wrong field, a prompt
+past the context), 404 for an unknown model or path, 405 for another method, 408 for a body that
+stops arriving, 411 without a Content-Length, 413 for a body over ``MAX_BODY``, and 500 with the
+exception's type only when generation itself fails (a bug, not the request). After an error the
+connection closes; what the client is still sending is read and dropped first (for at most
+``LINGER_S``), so the close does not reset the connection before the client has read the answer.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import socket
 import sys
 import threading
+import time
 import traceback
 from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from trajforge.serve.protocol import ServeError
+from trajforge.serve.protocol import ServeError, load_json
 from trajforge.serve.service import ChatService
 
 MAX_BODY = 32 * 1024 * 1024
 """Largest request body read (bytes)."""
+REQUEST_TIMEOUT_S = 30.0
+"""Longest wait for the next bytes of a request (or for a client to take the answer's bytes)."""
+LINGER_S = 2.0
+"""After an error, how long to keep reading (and dropping) what the client still sends."""
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: "_HTTPServer"
 
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout_s  # StreamRequestHandler applies it to the socket
+        self._unread = False  # a body is (maybe) still coming: linger before closing
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own refusals (bad request line, URI or headers too long, unknown method)
+        as JSON like every other error; an unknown method is the client's error, 405."""
+        code = 405 if code == 501 else code
+        message = message or self.responses.get(code, ("request refused",))[0]
+        if self.request_version == "HTTP/0.9":  # a garbled request line: still answer with a status line
+            self.request_version = "HTTP/1.0"
+        headers = getattr(self, "headers", None)  # unset when the request line itself was refused
+        self._unread = bool(headers and headers.get("Content-Length"))
+        self._error(ServeError(code, message, code="method_not_allowed" if code == 405 else None))
+
     def do_GET(self) -> None:
-        path = self.path.split("?")[0].rstrip("/")
+        self._route(self._get)
+
+    def do_POST(self) -> None:
+        self._route(self._post)
+
+    def _route(self, handler) -> None:
+        """Run one route; whatever escapes it is still answered (and printed here, not sent)."""
+        try:
+            handler(self.path.split("?")[0].rstrip("/"))
+        except ServeError as e:
+            self._error(e)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as e:  # noqa: BLE001 - a bug must reach the client as an answer, not a dead socket
+            traceback.print_exc(file=sys.stderr)
+            self._error(ServeError(500, f"internal error: {type(e).__name__}", kind="server_error"))
+
+    def _get(self, path: str) -> None:
+        if self.headers.get("Content-Length", "0") != "0" or self.headers.get("Transfer-Encoding"):
+            self._unread = True  # a GET with a body: answer, then close rather than parse the body
+            self.close_connection = True
         if path == "/v1/models":
             self._json(200, self.server.service.models_list())
         elif path == "/health":
             self._json(200, {"status": "ok"})
         else:
-            self._error(ServeError(404, f"no route GET {path}", code="not_found"))
+            raise ServeError(404, f"no route GET {path[:200]}", code="not_found")
 
-    def do_POST(self) -> None:
-        path = self.path.split("?")[0].rstrip("/")
+    def _post(self, path: str) -> None:
         if path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
             self._lora(path)
             return
         if path != "/v1/chat/completions":
-            self._drain()
-            self._error(ServeError(404, f"no route POST {path}", code="not_found"))
-            return
-        try:
-            prep = self.server.service.prepare(self._body())
-        except ServeError as e:
-            self._error(e)
-            return
+            self._unread = True
+            raise ServeError(404, f"no route POST {path[:200]}", code="not_found")
+        prep = self.server.service.prepare(self._body())
         try:
             if prep.request.stream:
                 self._sse(self.server.service.stream(prep))
             else:
                 self._json(200, self.server.service.complete(prep))
+        except (BrokenPipeError, ConnectionResetError):
+            raise
         except Exception as e:  # noqa: BLE001 - a failed generation is answered, not a dead socket
             traceback.print_exc(file=sys.stderr)
-            self._error(ServeError(500, f"generation failed: {type(e).__name__}: {e}",
-                                   kind="server_error"))
+            raise ServeError(500, f"generation failed: {type(e).__name__}: {e}", kind="server_error") from None
 
     def _lora(self, path: str) -> None:
         """vLLM's runtime adapter routes, only when the server was started allowing them."""
         if not self.server.allow_adapter_updates:
-            self._drain()
-            self._error(ServeError(404, f"no route POST {path}: start the server with "
-                                   "--allow-adapter-updates to load adapters at runtime",
-                                   code="not_found"))
-            return
+            self._unread = True
+            raise ServeError(404, f"no route POST {path}: start the server with "
+                             "--allow-adapter-updates to load adapters at runtime", code="not_found")
         service = self.server.service
-        try:
-            body = self._body()
-            text = (service.load_adapter(body) if path.endswith("/load_lora_adapter")
-                    else service.unload_adapter(body))
-        except ServeError as e:
-            self._error(e)
-            return
-        data = text.encode()
+        body = self._body()
+        text = (service.load_adapter(body) if path.endswith("/load_lora_adapter")
+                else service.unload_adapter(body))
+        data = _utf8(text)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
@@ -92,24 +130,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _body(self) -> Any:
-        size = self.headers.get("Content-Length")
-        if size is None or not size.isdigit():
-            raise ServeError(400, "a request body with a Content-Length header is required")
-        if int(size) > MAX_BODY:
-            raise ServeError(400, f"request body is {size} bytes; at most {MAX_BODY}")
-        raw = self.rfile.read(int(size))
+        """The request body as JSON; every way it can be wrong is a ServeError."""
+        self._unread = True
+        if self.headers.get("Transfer-Encoding"):
+            raise ServeError(411, "chunked request bodies are not supported: send a Content-Length",
+                             code="length_required")
+        sizes = self.headers.get_all("Content-Length") or []
+        if not sizes:
+            raise ServeError(411, "a request body with a Content-Length header is required",
+                             code="length_required")
+        if len(set(sizes)) > 1 or not _DIGITS.fullmatch(sizes[0]):
+            raise ServeError(400, "Content-Length must be one decimal number of bytes")
+        size = int(sizes[0])
+        if size > MAX_BODY:
+            raise ServeError(413, f"request body is {size} bytes; at most {MAX_BODY}", code="body_too_large")
         try:
-            return json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ServeError(400, f"request body is not valid JSON: {e}") from None
-
-    def _drain(self) -> None:
-        size = self.headers.get("Content-Length")
-        if size and size.isdigit():
-            self.rfile.read(min(int(size), MAX_BODY))
+            raw = self.rfile.read(size)
+        except TimeoutError:
+            raise ServeError(408, f"the request body stopped arriving before its {size} bytes "
+                             f"(Content-Length); waited {self.server.request_timeout_s:g} s",
+                             code="request_timeout") from None
+        if len(raw) < size:
+            raise ServeError(400, f"the request body ended after {len(raw)} of its {size} bytes (Content-Length)")
+        self._unread = False
+        return load_json(raw, "request body")
 
     def _json(self, status: int, obj: Any, close: bool = False) -> None:
-        data = json.dumps(obj, ensure_ascii=False).encode()
+        data = _utf8(json.dumps(obj, ensure_ascii=False))
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -121,7 +168,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, e: ServeError) -> None:
         # Close after an error: the request body may not have been read to its end.
-        self._json(e.status, e.body(), close=True)
+        try:
+            self._json(e.status, e.body(), close=True)
+            self.wfile.flush()
+            if self._unread:
+                self._linger()
+        except OSError:  # the client is gone (or stopped reading): nothing left to answer
+            self.close_connection = True
+
+    def _linger(self) -> None:
+        """Drop what the client still sends, until it closes, ``LINGER_S`` passes or ``MAX_BODY``
+        bytes were dropped: closing with unread bytes would reset the connection and could take
+        the answer down with it."""
+        self.connection.shutdown(socket.SHUT_WR)
+        deadline, dropped = time.monotonic() + LINGER_S, 0
+        while dropped <= MAX_BODY:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.connection.settimeout(left)
+            try:
+                data = self.rfile.read1(65536)
+            except (TimeoutError, OSError):
+                return
+            if not data:
+                return
+            dropped += len(data)
 
     def _sse(self, events) -> None:
         self.send_response(200)
@@ -133,29 +205,38 @@ class _Handler(BaseHTTPRequestHandler):
         with closing(events):
             try:
                 for event in events:
-                    self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
-            except (BrokenPipeError, ConnectionResetError):
+                    self._chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n")
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):
                 self.close_connection = True
                 return
             except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as vLLM does
                 traceback.print_exc(file=sys.stderr)
                 err = ServeError(500, f"generation failed: {type(e).__name__}: {e}", kind="server_error")
-                self._chunk(f"data: {json.dumps(err.body())}\n\n".encode())
-        self._chunk(b"data: [DONE]\n\n")
-        self._chunk(b"")
+                self._chunk(f"data: {json.dumps(err.body())}\n\n")
+        self._chunk("data: [DONE]\n\n")
+        self._chunk("")
 
-    def _chunk(self, data: bytes) -> None:
+    def _chunk(self, text: str) -> None:
+        data = _utf8(text)
         self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 for the wire. A lone surrogate (model output can decode to one) becomes ``?`` rather
+    than an exception after the status line was chosen."""
+    return text.encode("utf-8", "replace")
 
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, service: ChatService, verbose: bool, allow_adapter_updates: bool = False):
+    def __init__(self, address, service: ChatService, verbose: bool, allow_adapter_updates: bool = False,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S):
         self.service = service
         self.verbose = verbose
         self.allow_adapter_updates = allow_adapter_updates
+        self.request_timeout_s = request_timeout_s
         super().__init__(address, _Handler)
 
 
@@ -163,9 +244,9 @@ class Server:
     """A running (or ready) server; ``url`` is the OpenAI ``base_url`` (ends in ``/v1``)."""
 
     def __init__(self, service: ChatService, host: str = "127.0.0.1", port: int = 0, verbose: bool = False,
-                 allow_adapter_updates: bool = False):
+                 allow_adapter_updates: bool = False, request_timeout_s: float = REQUEST_TIMEOUT_S):
         self.service = service
-        self.httpd = _HTTPServer((host, port), service, verbose, allow_adapter_updates)
+        self.httpd = _HTTPServer((host, port), service, verbose, allow_adapter_updates, request_timeout_s)
         self.host, self.port = self.httpd.server_address[:2]
         self._thread: threading.Thread | None = None
 

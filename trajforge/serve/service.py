@@ -22,10 +22,14 @@ from trajforge.parse import Dialect
 from trajforge.schema import Message, Toolset
 from trajforge.serve.backend import Backend, Sampling, Token
 from trajforge.serve.protocol import (ChatRequest, ServeError, chat_messages, chunk, completion_id,
-                                      logprob_entries, now, openai_tool_calls, read_request, usage)
+                                      logprob_entries, now, openai_tool_calls, read_request,
+                                      request_toolset, usage)
 
 DEFAULT_MAX_TOKENS = 1024
 """Completion budget when a request names none (bounded also by the model's context)."""
+_NORMALIZER_MARGIN = 2
+"""Slack in the characters-per-token bound for tokenizers whose normalizer drops characters
+(accents, runs of spaces) before the vocabulary sees them."""
 
 
 class ServedModel(NamedTuple):
@@ -67,6 +71,7 @@ class ChatService:
         self.backend = backend
         self.models = models
         self.tokenizer = backend.tokenizer
+        self.max_token_chars = _max_token_chars(backend.tokenizer)
 
     def load_adapter(self, body: Any) -> str:
         """vLLM's runtime LoRA API: ``{"lora_name", "lora_path"}`` → a new served model whose
@@ -81,6 +86,9 @@ class ChatService:
             served = served_adapter(name, path, base.dialect.name)
         except ServeConfigError as e:
             raise ServeError(400, str(e), param="lora_path") from None
+        except (OSError, ValueError) as e:  # a path too long to stat, an unreadable adapter meta file
+            raise ServeError(400, f"cannot read adapter {name!r} at {path[:200]!r}: {type(e).__name__}: "
+                             f"{str(e)[:200]}", param="lora_path") from None
         try:
             self.backend.load_adapter(name, path)
         except Exception as e:  # noqa: BLE001 - a broken adapter folder is the caller's error
@@ -93,7 +101,7 @@ class ChatService:
         (name,) = _lora_fields(body, ("lora_name",))
         model = self.models.get(name)
         if model is None or model.adapter is None:
-            raise ServeError(404, f"The lora adapter '{name}' cannot be found.", param="lora_name",
+            raise ServeError(404, f"The lora adapter '{name[:200]}' cannot be found.", param="lora_name",
                              code="not_found")
         del self.models[name]
         self.backend.unload_adapter(name)
@@ -114,14 +122,21 @@ class ChatService:
         req = read_request(body)
         model = self.models.get(req.model)
         if model is None:
-            raise ServeError(404, f"The model `{req.model}` does not exist; served: {sorted(self.models)}",
+            raise ServeError(404, f"The model `{req.model[:200]}` does not exist; served: {sorted(self.models)}",
                              param="model", code="model_not_found")
+        # More turns than the context has positions is no conversation; refused before rendering, a
+        # 30 MB list of empty turns costs a second, not the template's and tokenizer's many.
+        if len(req.messages) > self.backend.context:
+            raise ServeError(400, f"messages holds {len(req.messages)} turns; {req.model} takes at most "
+                             f"{self.backend.context} tokens", param="messages")
         toolset = _toolset(req)
         messages = chat_messages(req.messages)
         if toolset is not None and messages[0].role != "system":
             messages.insert(0, Message(role="system"))  # the dialect puts the tools in the system turn
-        prompt = self.tokenizer(_prompt_text(self.tokenizer, model.dialect, messages, toolset),
-                                add_special_tokens=False)["input_ids"]
+        self._check_fits(sum(len(m.content) for m in messages), req.model)
+        text = _prompt_text(self.tokenizer, model.dialect, messages, toolset)
+        self._check_fits(len(text), req.model)
+        prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         room = self.backend.context - len(prompt)
         if room < 1:
             raise ServeError(400, f"the prompt is {len(prompt)} tokens; {req.model} takes at most "
@@ -133,6 +148,15 @@ class ChatService:
             seed=req.seed, top_logprobs=(req.top_logprobs or 0) if req.logprobs else 0)
         stops = (req.stop,) if isinstance(req.stop, str) else tuple(s for s in req.stop or () if s)
         return Prepared(req, model, toolset, prompt, sampling, stops)
+
+    def _check_fits(self, chars: int, model: str) -> None:
+        """Refuse, before tokenizing, a prompt too long to fit the context however it tokenizes: a
+        token covers at most ``max_token_chars`` characters, so a 30 MB body is refused at once
+        instead of costing seconds of tokenization first."""
+        most = self.backend.context * self.max_token_chars * _NORMALIZER_MARGIN
+        if chars > most:
+            raise ServeError(400, f"the prompt is {chars} characters; {model} takes at most "
+                             f"{self.backend.context} tokens (at most {most} characters)", param="messages")
 
     # ---- generation -----------------------------------------------------------------------------
 
@@ -219,8 +243,8 @@ class ChatService:
         else:
             tokens, finish, calls = yield from self._stream_parsed(prep, cid, created)
         yield chunk(cid, name, created, {}, "tool_calls" if calls else finish)
-        opts = prep.request.stream_options or {}
-        if opts.get("include_usage"):
+        opts = prep.request.stream_options
+        if opts is not None and opts.include_usage:
             yield {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
                    "choices": [], "usage": usage(len(prep.prompt_ids), len(tokens))}
 
@@ -265,23 +289,16 @@ def _toolset(req: ChatRequest) -> Toolset | None:
     """The tools to render and parse against, after ``tool_choice``."""
     if not req.tools:
         return None
-    try:
-        toolset = Toolset.from_openai(req.tools)
-    except (ValueError, TypeError, AttributeError) as e:
-        raise ServeError(400, f"tools: {e}", param="tools") from None
+    toolset = request_toolset(req.tools)
     choice = req.tool_choice
     if choice in (None, "auto", "required"):  # required is not enforced: no constrained decoding
         return toolset
     if choice == "none":
         return None
-    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
-    if name is None:
-        raise ServeError(400, "tool_choice must be auto, none, required or "
-                         '{"type": "function", "function": {"name": ...}}', param="tool_choice")
-    spec = toolset.get(name)
+    spec = toolset.get(choice.function.name)
     if spec is None:
-        raise ServeError(400, f"tool_choice names {name!r}, which is not in tools ({toolset.names})",
-                         param="tool_choice")
+        raise ServeError(400, f"tool_choice names {choice.function.name!r}, which is not in tools "
+                         f"({toolset.names})", param="tool_choice")
     return Toolset(tools=(spec,))
 
 
@@ -296,6 +313,14 @@ def _prompt_text(tokenizer, dialect: Dialect, messages: list[Message], toolset: 
     chat = [{"role": "system", "content": m.content} for m in messages[:lead]]
     chat += dialect.to_chat(messages[lead:], Toolset(tools=()))
     return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+
+def _max_token_chars(tokenizer) -> int:
+    """Most characters one token can stand for: the longest vocabulary entry (byte-level BPE writes
+    one character per byte, SentencePiece one per character, so an entry is never shorter than the
+    text it decodes to)."""
+    vocab = tokenizer.get_vocab()
+    return max(map(len, vocab), default=1) or 1
 
 
 def _settled(text: str, stops: tuple[str, ...]) -> str:

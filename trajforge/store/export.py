@@ -7,7 +7,12 @@
     trajforge export store/ --format openai|sharegpt|hf --out PATH
     trajforge import-openai train.jsonl --env sql --out store/
 
-Every format round-trips: export, then import, gives back the same messages and calls. Imported
+Every format round-trips: export, then import, gives back the same messages and calls. Exports
+never lose data: each file is written to a temporary file beside it and renamed over the old one only
+when complete (a failed export leaves the existing output as it was), and an output inside a
+trajectory store is refused (``store/targets.py``). Imports read hostile files safely: every line
+that is too long, not UTF-8, not JSON, nested too deeply or of the wrong shape is reported as
+``file:line: what`` (``read_openai_jsonl``) while the other lines are read. Imported
 trajectories are ``executed=False`` (never run here), carry one Step per assistant message whose
 calls are validated against the environment's toolset (bad ones become typed errors, as in a
 rollout), and render for training with ``trajforge.train.data.render_sample``.
@@ -30,18 +35,28 @@ Conventions where a format cannot say what a trajectory holds:
 from __future__ import annotations
 
 import json
+import os
+import re
+import secrets
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from trajforge.parse import get_dialect
 from trajforge.parse.openai import parse_tool_calls
 from trajforge.schema import Message, Step, ToolCall, Toolset, Trajectory
+from trajforge.store.targets import refuse_store_target
+from trajforge.tasks.pool import MAX_LINE_BYTES, LineTooLong, jsonl_lines
 
 FEEDBACK_NAME = "error"
 """``name`` of imported feedback whose tool is unknown (the harness's own default)."""
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 OBSERVATION_JOIN = "\n</tool_response>\n<tool_response>\n"
 """How LLaMA-Factory joins several tool results of one turn into one observation."""
+_HF_STATE = "state.json"
+"""What ``Dataset.save_to_disk`` leaves in its folder."""
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def env_toolset(env: str) -> Toolset:
@@ -123,6 +138,10 @@ def _trajectory(messages: list[Message], toolset: Toolset, *, env: str, task_id:
 def _import_toolset(env: str, tools: list[dict[str, Any]] | None, where: str) -> Toolset:
     toolset = env_toolset(env)
     if tools:
+        for i, entry in enumerate(tools):
+            fn = entry.get("function", entry) if isinstance(entry, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                raise ValueError(f"{where}: tools[{i}] must be an object with a function name")
         given = Toolset.from_openai(tools)
         if given.fingerprint != toolset.fingerprint:
             raise ValueError(
@@ -158,46 +177,90 @@ def to_openai(traj: Trajectory) -> dict[str, Any]:
 
 def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str = "imported",
                 dialect: str = "hermes") -> Trajectory:
-    """One OpenAI chat record back into an (unexecuted) Trajectory."""
-    toolset = _import_toolset(env, record.get("tools"), task_id)
+    """One OpenAI chat record back into an (unexecuted) Trajectory; a record of the wrong shape
+    raises ValueError naming the field."""
+    record = _typed(record, dict, "the record", task_id)
+    toolset = _import_toolset(env, _typed(record.get("tools"), (list, type(None)), "tools", task_id), task_id)
     names: dict[str, str] = {}
     messages: list[Message] = []
-    for i, m in enumerate(record.get("messages") or []):
-        role, content = m.get("role"), m.get("content") or ""
+    for i, m in enumerate(_typed(record.get("messages") or [], list, "messages", task_id)):
+        m = _typed(m, dict, f"messages[{i}]", task_id)
+        role = m.get("role")
+        content = _typed(m.get("content") or "", str, f"messages[{i}].content", task_id)
         if role == "assistant":
             calls = []
-            for tc in m.get("tool_calls") or []:
-                fn = tc.get("function", {})
+            for k, tc in enumerate(_typed(m.get("tool_calls") or [], list, f"messages[{i}].tool_calls", task_id)):
+                where = f"messages[{i}].tool_calls[{k}]"
+                tc = _typed(tc, dict, where, task_id)
+                fn = _typed(tc.get("function", {}), dict, f"{where}.function", task_id)
+                name = _typed(fn.get("name", ""), str, f"{where}.function.name", task_id)
+                call_id = _typed(tc.get("id"), (str, type(None)), f"{where}.id", task_id)
                 args = fn.get("arguments", "{}")
                 try:
                     args = json.loads(args) if isinstance(args, str) else args
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{task_id}: messages[{i}] call arguments are not JSON: {e}") from e
-                calls.append(ToolCall(name=fn.get("name", ""), arguments=args, id=tc.get("id")))
-                names[tc.get("id")] = fn.get("name", "")
+                except (ValueError, RecursionError) as e:  # not JSON, past the int-string limit, too deep
+                    raise ValueError(f"{task_id}: messages[{i}] call arguments are not JSON: "
+                                     f"{_short(e)}") from None
+                calls.append(ToolCall(name=name, arguments=_typed(args, dict, f"{where}.function.arguments",
+                                                                  task_id), id=call_id))
+                names[call_id] = name
             messages.append(Message(role="assistant", content=content, tool_calls=calls))
         elif role == "tool":
-            cid = m.get("tool_call_id")
+            cid = _typed(m.get("tool_call_id"), (str, type(None)), f"messages[{i}].tool_call_id", task_id)
             messages.append(Message(role="tool", content=content, tool_call_id=cid, name=names.get(cid)))
         elif role == "user" and m.get("name"):
-            messages.append(Message(role="tool", content=content, name=m["name"]))
+            name = _typed(m["name"], str, f"messages[{i}].name", task_id)
+            messages.append(Message(role="tool", content=content, name=name))
         elif role in ("system", "user"):
             messages.append(Message(role=role, content=content))
         else:
-            raise ValueError(f"{task_id}: messages[{i}] has unsupported role {role!r}")
+            shown = role if isinstance(role, (str, type(None))) else type(role).__name__
+            raise ValueError(f"{task_id}: messages[{i}] has unsupported role {shown!r}")
     return _trajectory(messages, toolset, env=env, task_id=task_id, policy=policy, dialect=dialect)
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], where: str, task_id: str) -> Any:
+    """``value`` when it is of ``kind``; else a ValueError naming the field."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{task_id}: {where} must be {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", type(None): "null"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _short(e: BaseException) -> str:
+    return str(e)[:200]
 
 
 def write_openai_jsonl(trajs: Iterable[Trajectory], path: str | Path) -> int:
     """Write one OpenAI chat record per line; returns the count."""
+    refuse_store_target(path)
     return _write_jsonl((to_openai(t) for t in trajs), path)
+
+
+class ImportReport(NamedTuple):
+    """What an import read: the trajectories, and the lines it could not read."""
+
+    trajectories: list[Trajectory]
+    rejected: list[str]
+    """``file:line: what was wrong``, one per unreadable line."""
+
+
+def read_openai_jsonl(path: str | Path, env: str, policy: str = "imported", dialect: str = "hermes",
+                      max_line_bytes: int = MAX_LINE_BYTES) -> ImportReport:
+    """Every readable record of an OpenAI chat JSONL file; each bad line is reported, not fatal."""
+    return _read_records(Path(path), lambda rec, task_id: from_openai(
+        rec, env, task_id=task_id, policy=policy, dialect=dialect), max_line_bytes)
 
 
 def import_openai_jsonl(path: str | Path, env: str, policy: str = "imported",
                         dialect: str = "hermes") -> list[Trajectory]:
-    path = Path(path)
-    return [from_openai(rec, env, task_id=f"{path.stem}:{i}", policy=policy, dialect=dialect)
-            for i, rec in _read_jsonl(path)]
+    """The file's trajectories; ValueError naming every bad line if there is any."""
+    return _all_or_raise(read_openai_jsonl(path, env, policy, dialect))
 
 
 # ---- ShareGPT / LLaMA-Factory ----------------------------------------------------------------
@@ -284,21 +347,21 @@ def write_sharegpt(trajs: Iterable[Trajectory], out_dir: str | Path, name: str =
     An existing ``dataset_info.json`` keeps its other entries.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.jsonl"
-    _write_jsonl((to_sharegpt(t) for t in trajs), path)
-    info_path = out_dir / "dataset_info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    path, info_path = out_dir / f"{name}.jsonl", out_dir / "dataset_info.json"
+    for target in (out_dir, path, info_path):
+        refuse_store_target(target)
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}  # a broken one fails first
     info[name] = dataset_info_entry(path.name)
-    info_path.write_text(json.dumps(info, indent=2) + "\n")
+    _write_jsonl((to_sharegpt(t) for t in trajs), path)
+    with _replacing(info_path) as tmp:
+        tmp.write_text(json.dumps(info, indent=2) + "\n")
     return path
 
 
 def import_sharegpt(path: str | Path, env: str, policy: str = "imported",
                     dialect: str = "hermes") -> list[Trajectory]:
-    path = Path(path)
-    return [from_sharegpt(rec, env, task_id=f"{path.stem}:{i}", policy=policy, dialect=dialect)
-            for i, rec in _read_jsonl(path)]
+    return _all_or_raise(_read_records(Path(path), lambda rec, task_id: from_sharegpt(
+        rec, env, task_id=task_id, policy=policy, dialect=dialect)))
 
 
 # ---- Hugging Face datasets -------------------------------------------------------------------
@@ -339,13 +402,35 @@ def from_hf_dataset(ds, policy: str | None = None) -> list[Trajectory]:
 def save_hf(trajs: Iterable[Trajectory], out: str | Path) -> Path:
     """``to_parquet`` when ``out`` ends in ``.parquet``, else ``save_to_disk`` (a folder)."""
     out = Path(out)
+    refuse_store_target(out)
     ds = to_hf_dataset(trajs)
     if out.suffix == ".parquet":
-        out.parent.mkdir(parents=True, exist_ok=True)
-        ds.to_parquet(str(out))
+        with _replacing(out) as tmp:
+            ds.to_parquet(str(tmp))
     else:
-        ds.save_to_disk(str(out))
+        _save_dataset_dir(ds, out)
     return out
+
+
+def _save_dataset_dir(ds, out: Path) -> None:
+    """``save_to_disk`` into a new folder beside ``out``, then swap it in. Only an earlier saved
+    dataset is replaced: any other non-empty folder is refused, never deleted."""
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / _HF_STATE).is_file())):
+        raise ValueError(f"{out} exists and is not a saved dataset folder; pick a new folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _beside(out)
+    tmp.mkdir()
+    try:
+        ds.save_to_disk(str(tmp))
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.rename(out, old)
+        os.rename(tmp, out)
+        if old is not None:
+            shutil.rmtree(old)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_hf(path: str | Path, policy: str | None = None) -> list[Trajectory]:
@@ -359,23 +444,58 @@ def load_hf(path: str | Path, policy: str | None = None) -> list[Trajectory]:
 # ---- files -----------------------------------------------------------------------------------
 
 
-def _write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> int:
-    path = Path(path)
+def _beside(path: Path) -> Path:
+    """A fresh hidden name in ``path``'s folder (same file system, so a rename is atomic)."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path``, renamed over it when the block ends without an error
+    (fsynced first); on an error it is removed and ``path`` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _beside(path)
+    tmp.touch(exist_ok=False)  # not mkstemp: the file gets the umask's mode, as a plain open would
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> int:
     n = 0
-    with open(path, "w", encoding="utf-8") as f:
+    with _replacing(Path(path)) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             n += 1
     return n
 
 
-def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno - 1, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not a JSON line ({e})") from e
+def _read_records(path: Path, convert: Callable[[Any, str], Trajectory],
+                  max_line_bytes: int = MAX_LINE_BYTES) -> ImportReport:
+    """``convert(record, task_id)`` over every line; a line that cannot be read or converted is
+    rejected with its reason and the rest are read."""
+    trajs, rejected = [], []
+    for lineno, line in jsonl_lines(path, max_line_bytes):
+        try:
+            if isinstance(line, LineTooLong):
+                raise line
+            record = json.loads(line)
+            if _SURROGATE_ESCAPE.search(line):  # a lone surrogate would fail every later write
+                json.dumps(record, ensure_ascii=False).encode("utf-8")
+            trajs.append(convert(record, f"{path.stem}:{lineno - 1}"))
+        except RecursionError:
+            rejected.append(f"{path}:{lineno}: nested too deeply")
+        except ValueError as e:  # not UTF-8 or JSON, past the int-string limit, a lone surrogate, a bad field
+            rejected.append(f"{path}:{lineno}: {_short(e)}")
+    return ImportReport(trajs, rejected)
+
+
+def _all_or_raise(report: ImportReport) -> list[Trajectory]:
+    if report.rejected:
+        more = f" (and {len(report.rejected) - 5} more)" if len(report.rejected) > 5 else ""
+        raise ValueError("; ".join(report.rejected[:5]) + more)
+    return report.trajectories

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -64,6 +65,19 @@ def key_of(traj: Trajectory) -> str:
 def is_fault(traj: Trajectory) -> bool:
     """An episode the infrastructure ended (never a training negative; a resume may redo it)."""
     return traj.end == "env_fault" or (traj.outcome is not None and traj.outcome.tier == "env_fault")
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _record(line: str) -> dict:
+    """One line's JSON; a lone UTF-16 surrogate escape (which no encoder or tokenizer takes, so
+    exporting or training on it would fail later) makes it unreadable, a ValueError, like a torn line.
+    Only a line with a surrogate escape at all pays for the check."""
+    value = json.loads(line)
+    if _SURROGATE_ESCAPE.search(line):
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+    return value
 
 
 class ShardBusy(RuntimeError):
@@ -132,7 +146,8 @@ class TrajectoryStore:
         self.root = Path(root)
         self.shard = shard
         self.torn: list[str] = []
-        """``shard:line`` of each unreadable line met by the last read."""
+        """``shard:line`` of each unreadable line (torn, too deeply nested, a lone surrogate escape)
+        met by the last read."""
         self.duplicates = 0
         """Records the last read collapsed because their key was already seen."""
 
@@ -189,8 +204,8 @@ class TrajectoryStore:
                     if not line.strip():
                         continue
                     try:
-                        yield Trajectory.model_validate(json.loads(line))
-                    except (json.JSONDecodeError, ValueError):
+                        yield Trajectory.model_validate(_record(line))
+                    except (ValueError, RecursionError):  # torn, past the int-string limit, too deep
                         self.torn.append(f"{shard.name}:{lineno}")
 
     def __iter__(self) -> Iterator[Trajectory]:

@@ -8,8 +8,12 @@
 DuckDB reads the JSONL shards itself (``read_json`` with an explicit column list), so nothing is
 loaded into Python first and 10,000+ episodes stay fast. The column list names only what the views
 need: unnamed keys (messages, tool results, token ids) are never materialised, and a key a line
-lacks (``outcome`` before grading: the store writes with ``exclude_none``) reads as NULL. Torn lines
-are skipped, as ``TrajectoryStore`` skips them.
+lacks (``outcome`` before grading: the store writes with ``exclude_none``) reads as NULL.
+
+A line DuckDB cannot read as a record (torn by a crash, invalid UTF-8, a lone surrogate escape, not
+an object) is skipped, as ``TrajectoryStore`` skips it, and counted: ``unreadable(con)`` says how
+many per shard, and ``trajforge query`` prints that on stderr. A record of any size is read (the
+object-size limit is raised to the largest shard), so one enormous line never fails the query.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ FROM (SELECT task_id, policy, sample, unnest(steps) AS s FROM raw)
 """
 
 VIEWS = ("episodes", "steps")
+_DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
 
 
 def _quote(s: str) -> str:
@@ -72,23 +77,33 @@ def connect(store_dir: str | Path) -> duckdb.DuckDBPyConnection:
         raise ValueError(f"no *.jsonl shards in {store_dir}")
     files = "[" + ", ".join(_quote(str(p)) for p in shards) + "]"
     columns = "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in _COLUMNS.items()) + "}"
+    # DuckDB refuses the whole file at its first object over maximum_object_size (16 MiB by
+    # default), ignore_errors or not; no line is longer than its shard.
+    biggest = max(_DEFAULT_OBJECT_SIZE, *(p.stat().st_size + 1 for p in shards))
     con = duckdb.connect()
-    # With ignore_errors a torn line (a crash mid-append) reads as a row of NULLs; dropping rows
-    # without a task_id skips it, as TrajectoryStore's reader does.
-    con.execute(f"CREATE VIEW raw AS SELECT * FROM read_json({files}, format='newline_delimited', "
-                f"columns={columns}, ignore_errors=true) WHERE task_id IS NOT NULL")
+    # With ignore_errors an unreadable line reads as a row of NULLs (in ``lines``); dropping rows
+    # without a task_id and policy skips it, as TrajectoryStore's reader does.
+    con.execute(f"CREATE VIEW lines AS SELECT * FROM read_json({files}, format='newline_delimited', "
+                f"columns={columns}, ignore_errors=true, maximum_object_size={biggest}, filename=true)")
+    con.execute("CREATE VIEW raw AS SELECT * FROM lines WHERE task_id IS NOT NULL AND policy IS NOT NULL")
     con.execute(EPISODES_SQL)
     con.execute(STEPS_SQL)
     return con
 
 
-def query(store_dir: str | Path, sql: str) -> list[dict[str, Any]]:
-    """Run ``sql`` against the store's ``episodes`` / ``steps`` views; rows as dicts.
+def unreadable(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Lines skipped as unreadable, per shard file name (only shards that had any)."""
+    rows = run(con, "SELECT filename, count(*) AS n FROM lines WHERE task_id IS NULL OR policy IS NULL "
+                    "GROUP BY 1 ORDER BY 1")
+    return {Path(row["filename"]).name: row["n"] for row in rows}
+
+
+def run(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    """Run ``sql`` on a ``connect``-ed store; rows as dicts.
 
     Raises ValueError with DuckDB's own message (which names the bad column, table or token) when
     the SQL does not parse or bind.
     """
-    con = connect(store_dir)
     try:
         cur = con.execute(sql)
         if cur.description is None:  # a statement without a result set (e.g. SET)
@@ -97,5 +112,12 @@ def query(store_dir: str | Path, sql: str) -> list[dict[str, Any]]:
         return [dict(zip(names, row)) for row in cur.fetchall()]
     except duckdb.Error as e:
         raise ValueError(f"bad query ({type(e).__name__}): {e}; views: {', '.join(VIEWS)}") from e
+
+
+def query(store_dir: str | Path, sql: str) -> list[dict[str, Any]]:
+    """Run ``sql`` against the store's ``episodes`` / ``steps`` views; rows as dicts (see ``run``)."""
+    con = connect(store_dir)
+    try:
+        return run(con, sql)
     finally:
         con.close()

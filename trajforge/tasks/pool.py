@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
@@ -53,15 +53,55 @@ def write_tasks(path: str | Path, tasks: Iterable[Task]) -> Path:
     return path
 
 
-def read_tasks(path: str | Path) -> list[Task]:
-    """Read a JSONL task pool; a bad line raises ``ValueError`` naming the file and line."""
-    tasks = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                tasks.append(Task.model_validate_json(line))
-            except ValidationError as e:
-                raise ValueError(f"{path}:{lineno}: invalid task: {e}") from None
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest JSONL line read (a task, an imported conversation); a longer one is refused, not loaded."""
+
+
+class LineTooLong(ValueError):
+    """A JSONL line over the reader's limit."""
+
+
+def jsonl_lines(path: str | Path, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | LineTooLong]]:
+    """(line number, bytes) of each non-blank line of a JSONL file, read in binary so that invalid
+    UTF-8 is the caller's per-line error, not the file's; a line over ``max_bytes`` comes as a
+    ``LineTooLong`` (and is skipped without being held in memory), so reading goes on after it."""
+    with open(path, "rb") as f:
+        lineno = 0
+        while line := f.readline(max_bytes + 1):
+            lineno += 1
+            if len(line) > max_bytes and not line.endswith(b"\n"):
+                while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+                yield lineno, LineTooLong(f"line is over {max_bytes} bytes")
+            elif line.strip():
+                yield lineno, line
+
+
+class TaskPoolError(ValueError):
+    """A task pool with unreadable lines; ``tasks`` holds every task that was read."""
+
+    def __init__(self, path: str | Path, problems: list[str], tasks: list[Task]):
+        shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+        super().__init__(f"{path}: {len(problems)} unreadable task lines: {shown}")
+        self.problems, self.tasks = problems, tasks
+
+
+def read_tasks(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> list[Task]:
+    """Read a JSONL task pool. Bad lines (invalid JSON or UTF-8, a wrong field, too long) raise one
+    ``TaskPoolError`` naming each as ``file:line: what``, after the whole file was read."""
+    tasks, problems = [], []
+    for lineno, line in jsonl_lines(path, max_line_bytes):
+        try:
+            if isinstance(line, LineTooLong):
+                raise line
+            tasks.append(Task.model_validate_json(line))
+        except ValidationError as e:
+            first = e.errors(include_url=False)[0]
+            field = ".".join(map(str, first["loc"]))
+            what = f"{field}: {first['msg']}" if field else first["msg"]
+            problems.append(f"{path}:{lineno}: invalid task ({what})")
+        except LineTooLong as e:
+            problems.append(f"{path}:{lineno}: {e}")
+    if problems:
+        raise TaskPoolError(path, problems, tasks)
     return tasks

@@ -46,7 +46,9 @@ function filterParams() {
 
 async function loadFacets() {
   const data = await getJSON("/api/facets");
-  document.getElementById("store").textContent = data.store + " · " + data.total + " episodes";
+  const skipped = Object.values(data.unreadable || {}).reduce((a, b) => a + b, 0);
+  document.getElementById("store").textContent = data.store + " · " + data.total + " episodes" +
+    (skipped ? " · " + skipped + " unreadable lines skipped" : "");
   for (const name of FILTERS) {
     const select = document.getElementById("f-" + name);
     select.replaceChildren(el("option", "any"));
