@@ -222,12 +222,19 @@ def cgroup_parent() -> CgroupParent | None:
 
 
 def _own_cgroups() -> list[CgroupParent]:
-    """This process's v2 and v1 memory cgroup directories, v2 first."""
     try:
-        mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
-        own = parse_proc_cgroup(Path("/proc/self/cgroup").read_text())
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+        proc_cgroup = Path("/proc/self/cgroup").read_text()
     except OSError:
         return []
+    return own_cgroups(mountinfo, proc_cgroup)
+
+
+def own_cgroups(mountinfo: str, proc_cgroup: str) -> list[CgroupParent]:
+    """A process's v2 and v1 memory cgroup directories (v2 first), from the text of its
+    ``/proc/PID/mountinfo`` and ``/proc/PID/cgroup``."""
+    mounts = parse_mountinfo(mountinfo)
+    own = parse_proc_cgroup(proc_cgroup)
     out = []
     for version, controller in ((2, ""), (1, "memory")):
         if controller not in own:
