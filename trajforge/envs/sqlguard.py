@@ -68,6 +68,7 @@ class _Worker:
 
     def __init__(self, memory_mb: int):
         self.memory_mb = memory_mb
+        self.received = False
         self.proc = subprocess.Popen(
             [sys.executable or "python3", "-I", "-S", _WORKER, str(memory_mb)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -78,8 +79,10 @@ class _Worker:
 
     def ask(self, request: dict[str, Any], wait_s: float) -> dict[str, Any] | None:
         """Send one request and read its reply; None (after killing the worker) when it died,
-        said something unreadable or did not answer within ``wait_s``."""
+        said something unreadable or did not answer within ``wait_s``. ``self.received`` says
+        whether the worker had read the request (its ``+``) before that."""
         assert self.proc.stdin and self.proc.stdout
+        self.received = False
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
@@ -101,8 +104,9 @@ class _Worker:
                     self.kill()
                     return None
                 buf += data
+                self.received = self.received or buf.startswith(b"+")
         try:
-            reply = json.loads(buf)
+            reply = json.loads(buf[1:] if buf.startswith(b"+") else buf)
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
@@ -145,15 +149,19 @@ class GuardedDb:
         """Run one statement within ``timeout_s``; the rendered text and the cells shown."""
         if len(sql) > MAX_SQL_CHARS:
             raise QueryFailed("query string is too large")
-        worker = self._slot[0]
-        if worker is None or not worker.alive():
-            self._connect()
+        for _ in range(2):  # a second time only when the worker was gone before the statement
             worker = self._slot[0]
-        assert worker is not None
-        deadline = time.monotonic() + timeout_s
-        reply = worker.ask({"op": "query", "sql": sql, "deadline": deadline,
-                            "max_rows": max_rows, "max_chars": max_chars},
-                           timeout_s + GRACE_S)
+            if worker is None or not worker.alive():
+                self._connect()
+                worker = self._slot[0]
+            assert worker is not None
+            deadline = time.monotonic() + timeout_s
+            reply = worker.ask({"op": "query", "sql": sql, "deadline": deadline,
+                                "max_rows": max_rows, "max_chars": max_chars},
+                               timeout_s + GRACE_S)
+            if reply is not None or worker.received:
+                break
+            self._slot[0] = None
         if reply is None or reply.get("fatal"):
             self._slot[0] = None  # the next query starts a fresh worker
             if reply is None and time.monotonic() >= deadline:
@@ -162,6 +170,12 @@ class GuardedDb:
         if not reply.get("ok"):
             raise _error(reply)
         return str(reply["text"]), [[str(c) for c in row] for row in reply["cells"]]
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The pid of the worker process running this database's queries, if one is running."""
+        worker = self._slot[0]
+        return worker.proc.pid if worker is not None and worker.alive() else None
 
     def close(self) -> None:
         """Close the database and hand the worker back to the pool."""

@@ -1,7 +1,8 @@
 """The SQL environment's worker process: SQLite runs here, under hard limits, never in the harness.
 
 ``sqlguard.py`` starts it as ``python -I -S sqlworker.py MEMORY_MB`` and talks to it over pipes,
-one JSON object per line each way::
+one JSON object per line each way (each reply preceded by ``+``, written as soon as the request
+is read)::
 
     {"op": "open", "path": P}                  -> {"ok": true, "schema": {table: description}}
     {"op": "query", "sql": Q, "deadline": T,   -> {"ok": true, "text": ..., "cells": [[...]]}
@@ -217,6 +218,10 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big temp file is an error, not a kill
     session = Session()
     for line in sys.stdin.buffer:
+        # "+" first: the host then knows the request arrived, so a worker found dead without it
+        # died before the statement (and is replaced quietly), not because of it.
+        sys.stdout.buffer.write(b"+")
+        sys.stdout.buffer.flush()
         reply = _answer(session, line)
         try:
             data = json.dumps(reply).encode() + b"\n"
