@@ -202,7 +202,7 @@ class MemoryWatch:
         return total > self.limit_bytes
 
 
-# ---- finding the cgroup parent --------------------------------------------------------------------
+# ---- finding the cgroup parent ----------------------------------------------------------------
 
 @functools.cache
 def cgroup_parent() -> CgroupParent | None:

@@ -21,9 +21,9 @@ Why a process, and not limits inside the harness:
 * **Isolation.** A crash inside SQLite takes down the worker, not the collection.
 
 Workers are pooled (``POOL_MAX`` idle ones), so an episode costs no process start; each starts in
-a few tens of milliseconds (``sqlworker.py`` is stdlib-only). Every statement — the model's, and the
-environment's own follow-ups such as the runner-up check of a top-1 plan — carries a deadline;
-nothing runs on a connection without one.
+a few tens of milliseconds (``sqlworker.py`` is stdlib-only). Every statement — the model's, and
+the environment's own follow-ups such as the runner-up check of a top-1 plan — carries a
+deadline; nothing runs on a connection without one.
 """
 
 from __future__ import annotations

@@ -186,7 +186,8 @@ def replace_tree(root: Path, tree: Tree) -> None:
     refused = refused_paths(tree)
     if refused:
         shown = ", ".join(repr(r) for r in refused[:_SHOWN_REFUSALS])
-        more = f" and {len(refused) - _SHOWN_REFUSALS} more" if len(refused) > _SHOWN_REFUSALS else ""
+        extra = len(refused) - _SHOWN_REFUSALS
+        more = f" and {extra} more" if extra > 0 else ""
         raise ValueError(f"cannot restore {len(refused)} entries: {shown}{more}; the work "
                          "directory was left unchanged")
     staging = make_workdir(prefix=f".{root.name}.new-", parent=root.parent)
@@ -391,7 +392,7 @@ def _valid_parts(rel: str) -> bool:
 
 
 def _build(root: Path, tree: Tree) -> None:
-    """Write ``tree`` into the empty directory ``root``, in path order so the cursor walks it once."""
+    """Write ``tree`` into the empty dir ``root``, in path order (so the cursor walks it once)."""
     owner = sandbox_owner()
     entries = [(rel.split("/"), "dir", None) for rel in tree.dirs]
     entries += [(rel.split("/"), "file", data) for rel, data in tree.files.items()]
