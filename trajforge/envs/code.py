@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trajforge.envs import workdir
 from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.judge import Unreadable, read_report
 from trajforge.envs.sandbox import RunResult, Sandbox, SandboxLimits
 from trajforge.schema import Task
 
@@ -257,7 +258,7 @@ class CodeEnv(Environment):
                 rel = workdir.check_relpath(path)
             except ValueError as e:
                 raise ToolError(str(e), kind="bad_path") from None
-            if not (self._require_dir() / rel).is_file():
+            if not workdir.has_file(self._require_dir(), rel):  # follows no link on the host
                 raise ToolError(f"no file {rel!r} in the work directory; write it first",
                                 kind="not_found")
             argv = [rel]
@@ -303,18 +304,20 @@ class CodeEnv(Environment):
         assert self._sandbox is not None
         result = self._sandbox.run([self._sandbox.python, *argv], stdin=stdin,
                                    output_bytes=output_bytes)
-        size, entries = workdir.usage(root)
+        size, entries = workdir.usage(root, max_entries=MAX_WORKDIR_ENTRIES)
         if size <= MAX_WORKDIR_BYTES and entries <= MAX_WORKDIR_ENTRIES:
             return result, ""
-        workdir.replace_tree(root, before)
-        return result, (f"\n[the program left {size} bytes in {entries} files in the work "
+        workdir.replace_tree(root, before)  # builds `before` aside, then swaps it in
+        left = (f"more than {MAX_WORKDIR_ENTRIES} files" if entries > MAX_WORKDIR_ENTRIES
+                else f"{size} bytes in {entries} files")  # the count stops past the limit
+        return result, (f"\n[the program left {left} in the work "
                         f"directory (limit {MAX_WORKDIR_BYTES} bytes, {MAX_WORKDIR_ENTRIES} "
                         "files); its file changes were undone]")
 
     def _test(self) -> TestReport:
         """Run the hidden tests against the work directory's module."""
         tests = self._tests()
-        if not (self._require_dir() / tests.path).is_file():
+        if not workdir.has_file(self._require_dir(), tests.path):
             raise ToolError(f"no {tests.path} in the work directory; write your solution there "
                             "with write_file first", kind="not_found")
         spec = {"module": tests.module, "function": tests.function,
@@ -331,7 +334,7 @@ def judge(tests: HiddenTests, result: RunResult, limits: SandboxLimits,
     """Compare the runner's reported values with the expected ones."""
     output = _cap(result.stderr, limits.output_bytes) + note
     total = len(tests.cases)
-    reported = _read_results(result.stdout)
+    reported = read_report(result.stdout, _RESULT_MARK)  # bounded: the line came from the sandbox
     if reported is None:
         if result.timed_out:
             error = (f"The tests did not finish within {limits.wall_s:g} s "
@@ -340,12 +343,16 @@ def judge(tests: HiddenTests, result: RunResult, limits: SandboxLimits,
             error = ("The test run ended before reporting any result "
                      f"{result.describe(limits)} (did the code exit the process?).")
         return TestReport(total=total, error=error, output=output)
-    if reported.get("error"):
-        return TestReport(total=total, error=reported["error"], output=output)
-    outcomes = reported.get("cases", [])
+    if isinstance(reported, Unreadable):  # counts against the solution, never as a fault
+        return TestReport(total=total, output=output, error=(
+            f"The test results could not be read ({reported.reason}), so no test counts as "
+            "passed. Don't write to the test runner's output."))
+    if reported.error:
+        return TestReport(total=total, error=reported.error, output=output)
+    outcomes = reported.cases
     passed, failures = 0, []
     for i, case in enumerate(tests.cases):
-        got = outcomes[i] if i < len(outcomes) and isinstance(outcomes[i], dict) else {}
+        got = outcomes[i] if i < len(outcomes) else {}
         call = f"{tests.function}({_show_args(case.args)})"
         if "value" in got and same_value(got["value"], case.expected):
             passed += 1
@@ -372,17 +379,6 @@ def same_value(got: Any, expected: Any) -> bool:
         return got.keys() == expected.keys() and all(same_value(got[k], expected[k])
                                                      for k in expected)
     return type(got) is type(expected) and got == expected
-
-
-def _read_results(stdout: str) -> dict | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(_RESULT_MARK):
-            try:
-                data = json.loads(line[len(_RESULT_MARK):])
-            except ValueError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
 
 
 def _show(value: Any, limit: int = 120) -> str:

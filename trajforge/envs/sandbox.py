@@ -24,6 +24,11 @@ Each ``run`` starts a fresh ``bwrap`` (bubblewrap) sandbox; each layer is there 
   by ``prlimit`` *inside* the user namespace: the kernel counts RLIMIT_NPROC per user namespace,
   so concurrent sandboxes don't eat each other's process budget, and a non-root user's own
   processes outside don't count against the sandbox.
+* Memory of the whole call: ``call_memory_mb`` bounds all its processes together (RLIMIT_AS only
+  bounds each one), with a memory cgroup for the call where one can be made and otherwise a
+  supervisor that sums the call's memory and kills it (``memlimit.py``). To be inside the cgroup
+  before it can fork, the started process is a ``sh`` that waits for one line on stdin, which the
+  host sends only once it has moved that process in; then it execs bwrap.
 * Deadline: past ``wall_s`` the whole process group is SIGKILLed; bwrap's ``--die-with-parent``
   makes the namespace's pid 1 die with it, which takes down every process inside.
 * Output: stdout and stderr are each kept as head + tail with a ``[... N bytes cut ...]`` marker,
@@ -41,6 +46,7 @@ plain subprocess with the same rlimits and deadline, after a loud warning.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
@@ -59,6 +65,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from trajforge.envs.memlimit import Cgroup, MemoryWatch
 from trajforge.envs.seccomp import filter_program
 from trajforge.envs.workdir import (
     SANDBOX_UID,
@@ -81,6 +88,9 @@ SHM_MB = 16
 """Size of the private tmpfs at /dev/shm."""
 _DRAIN_S = 2.0
 """After the kill, how long to wait for the pipes to close before giving up on them."""
+_MB = 1024 * 1024
+# Holds the started process until the host has moved it into the call's cgroup (see _execute).
+_GATE = ["/bin/sh", "-c", 'read -r _ && exec "$@"', "trajforge-gate"]
 
 log = logging.getLogger("trajforge.sandbox")
 
@@ -96,6 +106,8 @@ class SandboxLimits(BaseModel):
     """CPU seconds per process (RLIMIT_CPU): SIGXCPU, then SIGKILL a second later."""
     memory_mb: int = 1024
     """Address space per process (RLIMIT_AS); allocations past it raise MemoryError."""
+    call_memory_mb: int = 2048
+    """Memory of the whole call, all its processes together; past it the call is killed."""
     file_mb: int = 16
     """Largest file a process may write (RLIMIT_FSIZE); writes past it fail (SIGXFSZ)."""
     open_files: int = 64
@@ -121,6 +133,10 @@ class RunResult(BaseModel):
     """Standard error, capped (head + tail)."""
     timed_out: bool = False
     """Killed at the wall-clock deadline."""
+    memory_exceeded: bool = False
+    """Killed because the call's processes together passed ``call_memory_mb``."""
+    memory_peak_mb: float = 0.0
+    """Most memory the call held at once, as its cgroup or the supervisor measured it."""
     cut_bytes: int = 0
     """Output bytes dropped by the cap, both streams together."""
     wall_s: float = 0.0
@@ -130,6 +146,9 @@ class RunResult(BaseModel):
 
     def describe(self, limits: SandboxLimits) -> str:
         """One status line for a model: how the program ended, naming the limit it hit."""
+        if self.memory_exceeded:
+            return (f"[killed: memory limit of {limits.call_memory_mb} MB reached (all processes "
+                    "of the run together)]")
         if self.timed_out:
             return f"[killed: time limit of {limits.wall_s:g} s reached]"
         if self.signal == "SIGXCPU":
@@ -429,14 +448,28 @@ class _Child:
 def _execute(cmd: list[str], stdin: bytes, limits: SandboxLimits, sandboxed: bool,
              info_fds: tuple[int, int] | None = None, **popen: Any) -> RunResult:
     start = time.monotonic()
+    # Moving a process into a cgroup waits for an RCU grace period (~10-30 ms here): skip it
+    # where the rlimits alone already keep the call under its cap.
+    cgroup = None if _rlimits_bound_call(limits) else Cgroup.create(limits.call_memory_mb * _MB)
+    gated = cgroup is not None
+    if gated:
+        # A child forked before its parent joins a cgroup stays outside it, so the process
+        # waits (in _GATE) for the line that _pump sends first, once it has been moved in.
+        cmd, stdin = [*_GATE, *cmd], b"\n" + stdin
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
                                 **popen)
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove()
+        raise
     finally:
         if info_fds:
             os.close(info_fds[1])  # bwrap holds the write end now; EOF comes when it closes it
     child = _Child(proc, info_fds[0] if info_fds else None)
+    cgroup = _join(cgroup, proc.pid)
+    watch = MemoryWatch(proc.pid, limits.call_memory_mb * _MB, child.kill, cgroup)
     out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
     try:
         timed_out = _pump(child, stdin, start + limits.wall_s, out, err)
@@ -452,14 +485,45 @@ def _execute(cmd: list[str], stdin: bytes, limits: SandboxLimits, sandboxed: boo
         if proc.poll() is None:
             child.kill()
             proc.wait()
+        watch.stop()  # before child.close(): the watch may still use the pidfd to kill
         child.wait_gone()
         child.close()
+        if cgroup is not None:
+            cgroup.remove()
     rc = proc.returncode
+    if gated and info_fds and not child.info and rc in (126, 127):
+        # The gate's exec of bwrap failed (bwrap writes its info before it runs anything, so a
+        # sandboxed program cannot fake this): the same error Popen raises without the gate.
+        raise (PermissionError if rc == 126 else FileNotFoundError)(
+            errno.EACCES if rc == 126 else errno.ENOENT, err.text().strip() or "exec failed",
+            cmd[len(_GATE)])
     return RunResult(returncode=None if timed_out else rc,
                      signal=None if timed_out else _signal_name(rc, sandboxed),
                      stdout=out.text(), stderr=err.text(), timed_out=timed_out,
+                     memory_exceeded=watch.exceeded, memory_peak_mb=watch.peak_mb,
                      cut_bytes=out.cut + err.cut, wall_s=round(time.monotonic() - start, 4),
                      sandboxed=sandboxed)
+
+
+def _rlimits_bound_call(limits: SandboxLimits) -> bool:
+    """Whether every process at its RLIMIT_AS, plus both tmpfs full, fits in ``call_memory_mb``."""
+    return (limits.processes * limits.memory_mb + limits.tmp_mb + SHM_MB
+            <= limits.call_memory_mb)
+
+
+def _join(cgroup: Cgroup | None, pid: int) -> Cgroup | None:
+    """Move the gated process into the call's cgroup; None (the supervisor sums memory instead)
+    when that fails."""
+    if cgroup is None:
+        return None
+    try:
+        cgroup.add(pid)
+    except OSError as e:
+        log.warning("could not move the sandbox into %s (%s); summing its memory instead",
+                    cgroup.path, e)
+        cgroup.remove()
+        return None
+    return cgroup
 
 
 def _signal_name(rc: int | None, sandboxed: bool) -> str | None:

@@ -4,10 +4,12 @@ The agent explores the schema (``list_tables``, ``describe_table``), runs read-o
 (``run_sql``) and ends the episode with ``submit_answer``. ``verify`` compares the submitted
 answer with the task's expected value through ``answers_match``.
 
-Safety, per episode: the database file is opened read-only, an authorizer allow-lists reads
-(so ATTACH, PRAGMA, writes and ``load_extension`` are refused before they run), a progress
-handler enforces a wall-clock deadline, ``SQLITE_LIMIT_LENGTH`` caps any single value, and the
-rendered result is capped in rows, characters and per-cell length.
+Safety, per episode: the database runs in a worker process (``sqlguard.py``, ``sqlworker.py``):
+opened read-only, an authorizer allow-lists reads (so ATTACH, PRAGMA, writes and
+``load_extension`` are refused before they run), a progress handler enforces a wall-clock deadline
+that the host backs by killing the worker (so it holds inside a single function call too), the
+worker's address space bounds each query's memory, ``SQLITE_LIMIT_LENGTH`` caps any single value,
+and the rendered result is capped in rows, characters and per-cell length.
 
 ``run_sql`` output format (``read_result`` parses it back)::
 
@@ -25,34 +27,26 @@ always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import quote
 
 from trajforge.envs.base import Environment, ToolError, Verdict
 from trajforge.envs.sqldb import ensure_db
+from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
+
+# The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
+from trajforge.envs.sqlworker import (  # noqa: F401 - re-exported for callers of this module
+    CELL_CHARS,
+    COUNT_LIMIT,
+    MAX_VALUE_BYTES,
+    format_cell,
+    quote_ident,
+    render_rows,
+)
+from trajforge.envs.sqlworker import authorize as _authorize  # noqa: F401
 from trajforge.schema import Task
-
-# Authorizer allow-list: SELECT, reading columns, calling functions and recursive CTEs. Anything
-# else (ATTACH, PRAGMA, transactions, every write, schema changes) is denied while the statement
-# is prepared, so it never runs. VACUUM INTO starts with an ATTACH and is refused too.
-_ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
-                              sqlite3.SQLITE_RECURSIVE})
-# Functions that touch the filesystem or process in some SQLite builds.
-_DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit"})
-
-MAX_VALUE_BYTES = 1_000_000
-"""SQLITE_LIMIT_LENGTH: no string or blob may grow past this (``zeroblob(10**8)`` fails fast)."""
-CELL_CHARS = 200
-"""A rendered cell longer than this is cut, so one huge value can't fill the model's context."""
-COUNT_LIMIT = 10_000
-"""Rows past the shown ones are only counted, and only up to this many."""
-_PROGRESS_OPS = 1000
-"""The deadline is checked every this many SQLite VM instructions."""
 
 
 class QueryResult(NamedTuple):
@@ -82,9 +76,8 @@ class SqlEnv(Environment):
         self.max_chars = max_chars
         self.answer: str | None = None
         self.last_result: QueryResult | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._db: GuardedDb | None = None
         self._schema: dict[str, str] = {}  # table -> compact description
-        self._deadline = math.inf
 
     # ---- episode lifecycle ------------------------------------------------------------------
 
@@ -97,18 +90,16 @@ class SqlEnv(Environment):
         self.last_result = None
         if task.db is not None and not Path(task.db).is_file():
             raise FileNotFoundError(f"task {task.id}: database file {task.db} does not exist")
-        self._conn = _open_readonly(Path(task.db) if task.db else ensure_db(task.seed))
-        # Read the schema before the authorizer goes in: describe_table needs PRAGMA, the model
-        # doesn't get it.
-        self._schema = _describe_all(self._conn)
-        self._conn.set_authorizer(_authorize)
-        self._conn.set_progress_handler(self._check_deadline, _PROGRESS_OPS)
+        # The worker reads the schema before its authorizer goes in (describe_table needs PRAGMA,
+        # the model doesn't get it).
+        self._db = GuardedDb(Path(task.db) if task.db else ensure_db(task.seed))
+        self._schema = self._db.schema
         return ""
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def verify(self) -> Verdict:
         expected = self.task.expected if self.task else None
@@ -123,14 +114,14 @@ class SqlEnv(Environment):
 
     def describe_for_synthesis(self, sample_rows: int = 3) -> str:
         """The database a task writer must know: every table's columns and a few rows."""
-        conn = self._require_conn()
+        db = self._require_db()
         parts = ["The agent answers questions about this SQLite database by querying it "
                  "(read-only). The answer a plan submits must be exactly the result of its last "
                  "run_sql query: the value of a one-row result, or a one-column result as a "
                  "comma-separated list. Tables, with a few sample rows each:"]
         for table, description in self._schema.items():
-            cursor = conn.execute(f"SELECT * FROM {quote_ident(table)} LIMIT {int(sample_rows)}")
-            text, _ = render_rows([d[0] for d in cursor.description], cursor, sample_rows, 1500)
+            text, _ = db.query(f"SELECT * FROM {quote_ident(table)} LIMIT {int(sample_rows)}",
+                               self.timeout_s, sample_rows, 1500)
             parts.append(f"{description}\n{text}")
         return "\n\n".join(parts)
 
@@ -177,8 +168,9 @@ class SqlEnv(Environment):
         m = re.search(r"\blimit\s+1\s*;?\s*$", query, re.I)
         if m is None:
             return False
-        try:
-            rows = self._require_conn().execute(query[:m.start()] + "LIMIT 2").fetchall()
+        try:  # under the same deadline as any query: a plan's SQL never runs without one
+            _, rows = self._require_db().query(query[:m.start()] + "LIMIT 2", self.timeout_s, 2,
+                                               self.max_chars)
         except sqlite3.Error:
             return False
         return len(rows) == 2 and rows[0][-1] == rows[1][-1]
@@ -187,7 +179,7 @@ class SqlEnv(Environment):
 
     def list_tables(self) -> str:
         """List the database tables."""
-        self._require_conn()
+        self._require_db()
         self.reach("explored_schema")
         return ", ".join(self._schema)
 
@@ -197,7 +189,7 @@ class SqlEnv(Environment):
         Args:
             table: Table name.
         """
-        self._require_conn()
+        self._require_db()
         key = table.strip().strip("\"'`[]").lower()
         if key not in self._schema:
             raise ToolError(f"no table {table!r}; tables: {', '.join(self._schema)}",
@@ -211,18 +203,13 @@ class SqlEnv(Environment):
         Args:
             query: The SQL query.
         """
-        conn = self._require_conn()
+        db = self._require_db()
         if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
             raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
-        self._deadline = time.monotonic() + self.timeout_s
         try:
-            cursor = conn.execute(query)
-            columns = [d[0] for d in cursor.description or ()]
-            text, cells = render_rows(columns, cursor, self.max_rows, self.max_chars)
+            text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars)
         except (sqlite3.Error, sqlite3.Warning) as e:
             raise ToolError(self._explain(e), kind="sql_error") from None
-        finally:
-            self._deadline = math.inf
         self.reach("query_ok")
         self.last_result = QueryResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
                                        .startswith("... (truncated"))
@@ -242,14 +229,10 @@ class SqlEnv(Environment):
 
     # ---- helpers ----------------------------------------------------------------------------
 
-    def _require_conn(self) -> sqlite3.Connection:
-        if self._conn is None:
+    def _require_db(self) -> GuardedDb:
+        if self._db is None:
             raise RuntimeError("SqlEnv used before reset(task)")  # caller bug -> env_fault
-        return self._conn
-
-    def _check_deadline(self) -> int:
-        # A non-zero return makes SQLite abort the statement with "interrupted".
-        return int(time.monotonic() > self._deadline)
+        return self._db
 
     def _explain(self, e: Exception) -> str:
         """Turn a sqlite3 exception into a short message the model can act on."""
@@ -260,107 +243,18 @@ class SqlEnv(Environment):
             return "only read-only SELECT queries are allowed"
         if "too big" in msg:
             return f"a value exceeded the {MAX_VALUE_BYTES} byte limit"
+        if "out of memory" in msg:
+            return f"query exceeded the {MEMORY_MB} MB memory limit"
         if "one statement at a time" in msg:
             return "run one SQL statement per call"
         return msg
-
-
-def _open_readonly(path: Path) -> sqlite3.Connection:
-    # check_same_thread=False: the harness may run tools from a worker thread; each episode
-    # still has its own connection, so no connection is used concurrently.
-    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True,
-                           check_same_thread=False, isolation_level=None)
-    if hasattr(conn, "enable_load_extension"):  # absent when Python is built without it
-        conn.enable_load_extension(False)
-    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
-    conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-    conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 20_000)
-    return conn
-
-
-def _authorize(action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
-    if action not in _ALLOWED_ACTIONS:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
-
-
-def _describe_all(conn: sqlite3.Connection) -> dict[str, str]:
-    """``{table: "orders(id INTEGER, customer_id INTEGER -> customers.id, ...); 300 rows"}``."""
-    out: dict[str, str] = {}
-    tables = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-        "ORDER BY rowid")]
-    for table in tables:
-        name = quote_ident(table)  # user databases may name tables "order items" or "select"
-        refs = {r[3]: f"{r[2]}.{r[4]}" for r in conn.execute(f"PRAGMA foreign_key_list({name})")}
-        cols = []
-        for _, col, ctype, *_ in conn.execute(f"PRAGMA table_info({name})"):
-            cols.append(f"{col} {ctype}" + (f" -> {refs[col]}" if col in refs else ""))
-        n = conn.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0]
-        out[table.lower()] = f"{table}({', '.join(cols)}); {n} rows"
-    return out
-
-
-def quote_ident(name: str) -> str:
-    """A SQLite identifier, double-quoted so any table name is safe in a statement."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _strip_comments(sql: str) -> str:
     return re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", sql, flags=re.S)
 
 
-# ---- result rendering -----------------------------------------------------------------------
-
-def format_cell(value: Any) -> str:
-    """One value as the model sees it (escaped, cut to CELL_CHARS)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bytes):
-        return f"<blob {len(value)} bytes>"
-    if isinstance(value, float):
-        # Round away float noise (1234.5600000000002) but keep enough digits for averages.
-        return repr(round(value, 6)) if math.isfinite(value) else repr(value)
-    text = str(value)
-    if len(text) > CELL_CHARS:
-        text = f"{text[:CELL_CHARS]}...(+{len(text) - CELL_CHARS} chars)"
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def render_rows(columns: list[str], rows: Any, max_rows: int, max_chars: int
-                ) -> tuple[str, list[list[str]]]:
-    """Render a cursor's rows; returns (text, cells of the rows shown)."""
-    lines = ["|".join(format_cell(c) for c in columns)]
-    shown: list[list[str]] = []
-    size = len(lines[0])
-    total = 0
-    full = False  # once a cap is hit, later rows are only counted
-    it = iter(rows)
-    for row in it:
-        total += 1
-        if not full:
-            cells = [format_cell(v) for v in row]
-            line = "|".join(cells)
-            if len(shown) >= max_rows or size + len(line) + 1 > max_chars:
-                full = True
-            else:
-                shown.append(cells)
-                lines.append(line)
-                size += len(line) + 1
-        if total >= COUNT_LIMIT:
-            # Don't scan a million-row result just to count it.
-            if next(it, None) is not None:
-                lines.append(f"... (truncated: {len(shown)} of {COUNT_LIMIT}+ rows shown)")
-                return "\n".join(lines), shown
-            break
-    if len(shown) < total:
-        lines.append(f"... (truncated: {len(shown)} of {total} rows shown)")
-    else:
-        lines.append(f"({total} row{'' if total == 1 else 's'})")
-    return "\n".join(lines), shown
-
+# ---- result rendering (format_cell and render_rows: sqlworker.py) ------------------------
 
 def read_result(text: str) -> list[list[str]]:
     """Parse ``run_sql`` output back into rows of cell strings (header and footer dropped)."""
