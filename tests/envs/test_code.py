@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import require_system
 from trajforge.envs import make_env
-from trajforge.envs.code import (
+from trajforge.envs.code.env import (
     MAX_WORKDIR_BYTES,
     CodeEnv,
     HiddenTests,

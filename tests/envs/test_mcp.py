@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from trajforge.envs import env_class, make_env
-from trajforge.envs.mcp import mcp_env_class, read_tool_list
+from trajforge.envs.mcp.env import mcp_env_class, read_tool_list
 from trajforge.grade import graded
 from trajforge.harness import HarnessConfig, run_episodes
 from trajforge.policies.expert import ExpertPolicy
@@ -113,9 +113,9 @@ def test_expert_and_scripted_episodes_through_the_harness(tmp_path):
     name = write_env(tmp_path)
     task = kv_task(name, reasoning=("Store x.", "Read y.", "Add them.", "Submit the sum."))
     [t] = run_episodes([task], ExpertPolicy())
-    assert t.verdict["correct"] and t.end == "submitted" and t.env == name
+    assert t.verdict.correct and t.end == "submitted" and t.env == name
     assert t.toolset_fingerprint == env_class(name).toolset().fingerprint
-    assert t.verdict["milestones"] == ["put", "get", "add", "submit"]
+    assert t.verdict.milestones == ["put", "get", "add", "submit"]
     assert "Read y." in t.messages[4].content
     assert graded(t).outcome.tier == "success"
 

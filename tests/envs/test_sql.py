@@ -11,7 +11,7 @@ import pytest
 
 from trajforge.envs import make_env
 from trajforge.envs.base import ToolError
-from trajforge.envs.sql import (
+from trajforge.envs.sql.env import (
     COUNT_LIMIT,
     SqlEnv,
     _authorize,

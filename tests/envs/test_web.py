@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from trajforge.envs import make_env
-from trajforge.envs.web import WebEnv
-from trajforge.envs.webshop.catalog import build_catalog
-from trajforge.envs.webshop.server import shared_server
+from trajforge.envs.web.env import WebEnv
+from trajforge.envs.web.shop.catalog import build_catalog
+from trajforge.envs.web.shop.server import shared_server
 from trajforge.schema import Task, ToolCall
 
 CATALOG = build_catalog(0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from trajforge.envs.webshop.catalog import CATEGORIES, build_catalog, slug
-from trajforge.envs.webshop.page import parse_page
-from trajforge.envs.webshop.server import COOKIE, MAX_BODY, shared_server
+from trajforge.envs.web.shop.catalog import CATEGORIES, build_catalog, slug
+from trajforge.envs.web.shop.page import parse_page
+from trajforge.envs.web.shop.server import COOKIE, MAX_BODY, shared_server
 
 
 @pytest.fixture

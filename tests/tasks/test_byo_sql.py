@@ -13,7 +13,7 @@ from trajforge.harness import run_episodes
 from trajforge.policies import make_policy
 from trajforge.schema import Task
 from trajforge.tasks import read_tasks, write_tasks
-from trajforge.tasks.byo_sql import answer_text, questions_to_tasks, tables_read
+from trajforge.envs.sql.byo import answer_text, questions_to_tasks, tables_read
 
 AUTHORS = [(1, "Ana Lima", "Chile"), (2, "Bo Berg", "Sweden"), (3, "Cy Moss", "Chile"),
            (4, "Di Park", "Korea")]
@@ -113,7 +113,7 @@ def test_questions_become_verified_tasks_the_expert_solves(files, tmp_path):
     # Through the pool file and the real harness: the expert solves every task.
     pool = read_tasks(write_tasks(tmp_path / "tasks.jsonl", report.tasks))
     trajs = run_episodes(pool, make_policy("expert"))
-    assert [t.verdict["correct"] for t in trajs] == [True] * 5
+    assert [t.verdict.correct for t in trajs] == [True] * 5
     assert digest(db) == before  # opened read-only throughout
 
 

@@ -14,7 +14,7 @@ from trajforge.harness.loop import HarnessConfig, run_episodes
 from trajforge.policies import make_policy
 from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.tasks import synthesize
-from trajforge.tasks.code import (
+from trajforge.envs.code.tasks import (
     TEMPLATES,
     TEMPLATES_BY_ID,
     build_task,
@@ -91,9 +91,9 @@ def test_expert_solves_every_kept_task_through_the_harness(pool, one_per_templat
     trajs = run_episodes(tasks, make_policy("expert"), HarnessConfig(max_turns=5))
     assert len(trajs) == len(tasks)
     for traj in trajs:
-        assert traj.verdict["correct"], (traj.task_id, traj.verdict["detail"])
+        assert traj.verdict.correct, (traj.task_id, traj.verdict.detail)
         assert traj.end == "submitted"
-        assert traj.verdict["milestones"] == ["wrote_file", "ran_code", "tests_passed",
+        assert traj.verdict.milestones == ["wrote_file", "ran_code", "tests_passed",
                                               "submitted"]
 
 
@@ -105,10 +105,10 @@ def test_a_wrong_model_fails_and_a_fixing_model_recovers(one_per_template):
     script = [write.format(k=k + 1), '<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>',
               write.format(k=k), '<tool_call>{"name": "submit", "arguments": {}}</tool_call>']
     fixed, = run_episodes([task], ScriptedPolicy(script))
-    assert fixed.verdict["correct"]
+    assert fixed.verdict.correct
     assert "tests passed." in fixed.messages[5].content and "expected" in fixed.messages[5].content
     wrong, = run_episodes([task], ScriptedPolicy([script[0], script[3]]))
-    assert wrong.verdict["submitted"] and not wrong.verdict["correct"]
+    assert wrong.verdict.submitted and not wrong.verdict.correct
 
 
 def test_bad_references_and_weak_tests_are_dropped():
@@ -131,7 +131,7 @@ def test_ids_and_hidden_tests_are_stable():
 
 def test_a_small_space_is_reported_as_unfilled(monkeypatch):
     require_system("bwrap", "bubblewrap")
-    import trajforge.tasks.code as code_tasks
+    import trajforge.envs.code.tasks as code_tasks
 
     tiny = tuple(replace(t, params=tuple(replace(p, seen=p.seen[:1], heldout=p.heldout[:1])
                                          for p in t.params))

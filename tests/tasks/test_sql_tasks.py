@@ -8,19 +8,19 @@ from collections import Counter
 
 import pytest
 
-import trajforge.tasks.sql as sqltasks
+import trajforge.envs.sql.tasks as sqltasks
 from trajforge.schema import Task
 from trajforge.tasks import read_tasks, synthesize, write_tasks
-from trajforge.tasks.sql import (
+from trajforge.envs.sql.tasks import (
     TEMPLATES,
     TEMPLATES_BY_ID,
     entity_values,
     generate_sql_tasks,
     heldout_values,
     reasoning_for,
-    replay_reference,
-    split_sizes,
 )
+from trajforge.tasks.templates import split_sizes
+from trajforge.tasks.verify import replay_reference
 
 HELDOUT_ONLY = {t.id for t in TEMPLATES if t.heldout_only}
 

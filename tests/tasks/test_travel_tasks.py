@@ -6,13 +6,14 @@ from collections import Counter
 
 import pytest
 
-from trajforge.envs.travel import FlightRow
+from trajforge.envs.travel.env import FlightRow
 from trajforge.harness import run_episodes
 from trajforge.policies.expert import ExpertPolicy
 from trajforge.schema import ToolCall
-from trajforge.tasks import read_tasks, synthesize, travel, write_tasks
+import trajforge.envs.travel.tasks as travel
+from trajforge.tasks import read_tasks, synthesize, write_tasks
 from trajforge.tasks.splits import combo_report, leaks, tool_combo
-from trajforge.tasks.travel import (
+from trajforge.envs.travel.tasks import (
     HELDOUT_TOOL_GROUPS,
     TEMPLATES,
     entity_strings,
@@ -55,8 +56,8 @@ def test_every_reference_was_executed_and_verifies(report):
 def test_expert_solves_every_kept_task_through_the_harness(report):
     trajs = run_episodes(report.tasks, ExpertPolicy())
     assert len(trajs) == len(report.tasks)
-    assert all(t.verdict["correct"] and t.end == "submitted" for t in trajs), \
-        [t.verdict["detail"] for t in trajs if not t.verdict["correct"]]
+    assert all(t.verdict.correct and t.end == "submitted" for t in trajs), \
+        [t.verdict.detail for t in trajs if not t.verdict.correct]
     # The expert's text carries the generator's sentences; tool messages are real env output.
     t = next(t for t in trajs if t.task_id.startswith("travel-weather_flight"))
     assert "forecast" in t.messages[2].content

@@ -6,13 +6,13 @@ from collections import Counter
 
 import pytest
 
-from trajforge.envs.webshop.catalog import build_catalog
+from trajforge.envs.web.shop.catalog import build_catalog
 from trajforge.harness import HarnessConfig, run_episodes
 from trajforge.policies.expert import ExpertPolicy
 from trajforge.schema import ToolCall
 from trajforge.tasks import synthesize
-from trajforge.tasks.sql import split_sizes
-from trajforge.tasks.web import (
+from trajforge.tasks.templates import split_sizes
+from trajforge.envs.web.tasks import (
     HELDOUT_BRANDS,
     HELDOUT_CATEGORIES,
     HELDOUT_CLASSES,
@@ -23,7 +23,7 @@ from trajforge.tasks.web import (
     heldout_values,
     replay_reference,
 )
-from trajforge.tasks.web_templates import Drop, Planner, Pools
+from trajforge.envs.web.templates import Drop, Planner, Pools
 
 HELDOUT_ONLY = {t.id for t in TEMPLATES if t.heldout_only}
 N = 48
@@ -99,7 +99,7 @@ def test_drops_are_counted_by_reason(report):
 
 
 def test_page_disagreeing_with_the_catalog_drops_the_task():
-    from trajforge.envs.web import WebEnv
+    from trajforge.envs.web.env import WebEnv
     from trajforge.schema import Task
 
     catalog = build_catalog(0)
@@ -131,7 +131,7 @@ def test_generation_is_deterministic():
 def test_expert_solves_every_task_through_the_harness(report):
     trajs = run_episodes(report.tasks, ExpertPolicy(), HarnessConfig(max_turns=20))
     assert len(trajs) == len(report.tasks)
-    failed = [(t.task_id, t.end, t.verdict["detail"]) for t in trajs if not t.verdict["correct"]]
+    failed = [(t.task_id, t.end, t.verdict.detail) for t in trajs if not t.verdict.correct]
     assert not failed
     assert all(t.end == "submitted" and t.env == "web" for t in trajs)
     first = trajs[0]

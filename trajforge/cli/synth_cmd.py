@@ -138,7 +138,7 @@ def _generate(env, n, seed, base, wanted, split, similarity, db, questions, llm,
               temperature, max_requests, retries, concurrency) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if questions:
-        from trajforge.tasks.byo_sql import questions_to_tasks
+        from trajforge.envs.sql.byo import questions_to_tasks
 
         return questions_to_tasks(db, questions), None
     if llm:

@@ -40,12 +40,12 @@ import httpx
 import json_repair
 from pydantic import BaseModel, Field
 
-from trajforge.envs import env_class, make_env
-from trajforge.envs.sql import answers_match
+from trajforge.envs import env_class, env_spec, env_toolset, make_env
+from trajforge.envs.answers import answers_match
 from trajforge.schema import Split, Task, Tier
 from trajforge.tasks.dedup import DEFAULT_THRESHOLD, Deduper, normalize_prompt, plan_key
 from trajforge.tasks.pool import Rejection, SynthReport
-from trajforge.tasks.tiering import SQL_TOOL, TierScale, plan_score, tier_from_plan
+from trajforge.tasks.tiering import TierScale, plan_score, tier_from_plan
 from trajforge.tasks.verify import PlanRejected, check_calls, run_plan, verified
 
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
@@ -174,7 +174,7 @@ def synthesis_messages(env: str, description: str, examples: Sequence[Task], tie
                        avoid: Sequence[str]) -> list[dict]:
     """The chat messages asking for one new task of ``tier``."""
     cls = env_class(env)
-    tools = json.dumps(cls.toolset().openai())
+    tools = json.dumps(env_toolset(env).openai())
     lines = [
         "## Environment", description, "",
         "## Tools (OpenAI function schema)", tools, "",
@@ -273,7 +273,7 @@ def build_candidate(text: str, where: Proposal, dedup: Deduper,
             and not claim_agrees(claimed, run.expected):
         raise PlanRejected("expected_mismatch",
                            f"the LLM claimed {claimed!r}; executing the plan gave {run.expected!r}")
-    tier = tier_from_plan(run.calls, final, run.results, prompt, scale)
+    tier = tier_from_plan(run.calls, final, run.results, prompt, scale, env=where.env)
     if tier not in allowed:
         raise PlanRejected("off_tier", f"the plan is {tier}; wanted {', '.join(allowed)}")
     return task.model_copy(update={"tier": tier})
@@ -313,13 +313,14 @@ def describe(where: Proposal) -> str:
 def tier_scale(env: str, examples: Sequence[Task]) -> TierScale:
     """Plan scores of the examples' executed references, with their tiers (``tasks/tiering.py``).
 
-    SQL plans are tiered by query structure and need no scale; an example whose reference no
-    longer runs is left out.
+    Plans the environment tiers itself (``EnvSpec.tier``: SQL's queries) need no scale; an example
+    whose reference no longer runs is left out.
     """
     final = env_class(env).final_tool
+    own = env_spec(env).tier
     points = []
     for task in examples:
-        if task.env != env or any(c.name == SQL_TOOL for c in task.reference):
+        if task.env != env or (own is not None and own(task.reference) is not None):
             continue
         try:
             run = run_plan(task.model_copy(update={"expected": None}), task.reference)

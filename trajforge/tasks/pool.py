@@ -1,4 +1,13 @@
-"""Task pools on disk: one ``Task`` per JSONL line, plus the report a generator returns."""
+"""Task pools on disk: one ``Task`` per JSONL line, the toolsets they use beside them, and the
+report a generator returns.
+
+``write_tasks("runs/x/tasks.jsonl", tasks)`` also writes ``runs/x/toolsets/<fingerprint>.json``
+for every toolset its tasks were made with; ``read_tasks`` reads those back (``toolset_for``
+finds them afterwards). A plain JSONL without them still loads: a task that names no toolset gets
+its environment's current one, derived once from the registry and recorded on the task, and one
+without the expert's words gets its environment's (``EnvSpec.reasoning``). Tool-list (``mcp:``)
+environments are not derived on read, since building one imports its module.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from trajforge.schema import Task
+from trajforge.envs.registry import MCP_PREFIX, env_names
+from trajforge.envs.toolsets import KNOWN, Toolsets
+from trajforge.schema import STORED, Task
 
 
 class Rejection(BaseModel):
@@ -37,10 +48,21 @@ class SynthReport(BaseModel):
     bring-your-own questions); ``dropped`` always holds the counts."""
 
 
+def pool_toolsets(path: str | Path) -> Toolsets:
+    """The ``toolsets/`` folder beside a pool file."""
+    return Toolsets(Path(path).parent / "toolsets", parent=KNOWN)
+
+
 def write_tasks(path: str | Path, tasks: Iterable[Task]) -> Path:
-    """Write tasks as JSONL, atomically (a crash never leaves a half-written pool)."""
+    """Write tasks as JSONL, atomically (a crash never leaves a half-written pool), and the
+    toolsets they name into ``toolsets/`` beside it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    tasks = [recorded(t) for t in tasks]
+    folder = pool_toolsets(path)
+    for fp in sorted({t.toolset_fingerprint for t in tasks if t.toolset_fingerprint}):
+        if fp in KNOWN:  # a task copied from a pool without its toolsets/ keeps just its fingerprint
+            folder.add(KNOWN.get(fp))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -54,14 +76,27 @@ def write_tasks(path: str | Path, tasks: Iterable[Task]) -> Path:
 
 
 def read_tasks(path: str | Path) -> list[Task]:
-    """Read a JSONL task pool; a bad line raises ``ValueError`` naming the file and line."""
+    """Read a JSONL task pool (and its toolsets); a bad line raises ``ValueError`` naming the file
+    and line."""
+    pool_toolsets(path).load()
     tasks = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                tasks.append(Task.model_validate_json(line))
+                tasks.append(Task.model_validate_json(line, context=STORED))
             except ValidationError as e:
                 raise ValueError(f"{path}:{lineno}: invalid task: {e}") from None
-    return tasks
+    return [recorded(t) for t in tasks]
+
+
+def recorded(task: Task) -> Task:
+    """``task`` with its toolset fingerprint and expert words filled in from its environment where
+    it lacks them (see the module docstring); unchanged for unknown and ``mcp:`` environments."""
+    if task.env.startswith(MCP_PREFIX) or task.env not in env_names():
+        return task
+    from trajforge.tasks.verify import stamp_toolset, with_words
+
+    return with_words(stamp_toolset(task))
+

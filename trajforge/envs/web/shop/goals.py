@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from trajforge.envs.webshop.state import Booking, Order
+from trajforge.envs.web.shop.state import Booking, Order
 
 
 class ItemGoal(BaseModel):

@@ -52,11 +52,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import jsonschema
 
+from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, ToolError, Verdict
-from trajforge.envs.sql import answers_match
+from trajforge.envs.registry import MCP_PREFIX as PREFIX
+from trajforge.envs.registry import EnvSpec
 from trajforge.schema import Task, Toolset, ToolSpec
 
-PREFIX = "mcp:"
 HOOKS = ("make_state", "verify")
 """Module functions with a meaning of their own; no tool may have these names."""
 
@@ -176,9 +177,9 @@ class McpEnv(Environment):
 
     @classmethod
     def toolset(cls) -> Toolset:
-        # The schema is the user's JSON, not derived from signatures. A class-level answer, so
-        # ``env_class(name).toolset()`` (training, export) agrees with the running instance.
-        return cls.tools
+        # The schema is the user's JSON, not derived from signatures; the instructions are the
+        # module's (or the default below), shown above it.
+        return cls.tools.with_instructions(cls.instructions)
 
     def reset(self, task: Task) -> str:
         super().reset(task)
@@ -245,6 +246,13 @@ def mcp_env_class(tools_path: str | Path, module_path: str | Path | None = None,
 _CLASSES: dict[tuple[Any, ...], type[McpEnv]] = {}
 
 
+def mcp_spec(tools_path: str | Path, name: str) -> EnvSpec:
+    """The registry's spec for ``mcp:TOOLS_PATH``: the class built from the tool list and its
+    module (cached per file versions); tool lists have no template generator."""
+    return EnvSpec(name=name, env=mcp_env_class(tools_path, name=name),
+                   summary=f"tools listed in {tools_path}, implemented by its sibling module")
+
+
 def _build_class(tools_path: Path, module_path: Path, name: str) -> type[McpEnv]:
     toolset = read_tool_list(tools_path)
     module = load_module(module_path)
@@ -276,5 +284,6 @@ __all__ = [
     "check_implementation",
     "load_module",
     "mcp_env_class",
+    "mcp_spec",
     "read_tool_list",
 ]

@@ -21,8 +21,8 @@ from tests.openai_server import OpenAIServer
 from trajforge.eval.metrics import evaluate
 from trajforge.eval.run import collect
 from trajforge.grade import graded
-from trajforge.harness import AsyncioExecutor, CollectConfig, HarnessConfig, collect_episodes
-from trajforge.harness.collect import backoff_delay
+from trajforge.harness import AsyncioExecutor, CollectConfig, HarnessConfig, run_concurrent
+from trajforge.harness.concurrent import backoff_delay
 from trajforge.harness.events import EventLog, interrupted_runs, read_events
 from trajforge.policies import make_policy
 from trajforge.store import TrajectoryStore
@@ -66,7 +66,7 @@ def test_injected_server_faults_are_retried_recorded_and_never_negatives(sql_tas
 
     # Without retries the same faults end episodes: env_fault, never a training negative.
     with OpenAIServer(sql_tasks[:40], fault_rate=0.3, seed=2) as srv:
-        trajs = [graded(t) for t in collect_episodes(
+        trajs = [graded(t) for t in run_concurrent(
             sql_tasks[:40], policy(srv), cfg=CollectConfig(concurrency=8, retries=0, **FAST))]
     faulted = [t for t in trajs if t.outcome.tier == "env_fault"]
     assert faulted and all(t.end == "env_fault" for t in faulted)
@@ -83,7 +83,7 @@ def test_model_mistakes_are_fed_back_never_retried(sql_tasks):
     bad = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "run_sql", "arguments": '{"sql": 1}'}}]}
     with OpenAIServer(script=lambda body: bad) as srv:
-        trajs = collect_episodes(sql_tasks[:5], policy(srv), HarnessConfig(max_consecutive_errors=2),
+        trajs = run_concurrent(sql_tasks[:5], policy(srv), HarnessConfig(max_consecutive_errors=2),
                                  CollectConfig(concurrency=5, **FAST))
         assert srv.requests == 10  # two turns per episode, no retry
     assert all(t.end == "max_errors" and t.faults == [] and graded(t).outcome.tier == "failed"
@@ -95,10 +95,10 @@ def test_server_that_stops_answering_ends_episodes_by_their_deadline(sql_tasks):
     with OpenAIServer(sql_tasks, hang=True) as srv:
         t0 = time.perf_counter()
         # The request deadline fires first (0.4 s, one retry) ...
-        by_request = collect_episodes(sql_tasks[:6], policy(srv), cfg=CollectConfig(
+        by_request = run_concurrent(sql_tasks[:6], policy(srv), cfg=CollectConfig(
             concurrency=6, request_timeout_s=0.4, retries=1, episode_timeout_s=3, **FAST))
         # ... or, with a generous request deadline, the episode's own.
-        by_episode = collect_episodes(sql_tasks[:6], policy(srv), cfg=CollectConfig(
+        by_episode = run_concurrent(sql_tasks[:6], policy(srv), cfg=CollectConfig(
             concurrency=6, request_timeout_s=60, episode_timeout_s=1.0, **FAST))
         elapsed = time.perf_counter() - t0
     for t in by_request:
@@ -115,7 +115,7 @@ def test_hanging_tool_ends_its_episode_and_blocks_nothing_else(sql_tasks):
     executor = AsyncioExecutor(factory)
     with OpenAIServer(pool) as srv:
         t0 = time.perf_counter()
-        trajs = collect_episodes(pool, policy(srv), cfg=CollectConfig(concurrency=2, tool_timeout_s=0.5,
+        trajs = run_concurrent(pool, policy(srv), cfg=CollectConfig(concurrency=2, tool_timeout_s=0.5,
                                                                          episode_timeout_s=20),
                                  executor=executor)
         elapsed = time.perf_counter() - t0
@@ -133,11 +133,11 @@ def test_hung_tool_thread_does_not_keep_the_process_alive(tmp_path):
     script = textwrap.dedent("""
         from tests.harness.toy_envs import factory, faulty_task
         from tests.openai_server import OpenAIServer
-        from trajforge.harness import AsyncioExecutor, CollectConfig, collect_episodes
+        from trajforge.harness import AsyncioExecutor, CollectConfig, run_concurrent
         from trajforge.policies import make_policy
         pool = [faulty_task(0, "wait")]
         with OpenAIServer(pool) as srv:
-            [t] = collect_episodes(pool, make_policy(f"openai:{srv.url}#m"),
+            [t] = run_concurrent(pool, make_policy(f"openai:{srv.url}#m"),
                                    cfg=CollectConfig(tool_timeout_s=0.3), executor=AsyncioExecutor(factory))
         print(t.faults[-1].kind)
     """)
@@ -151,10 +151,10 @@ def test_crashed_tools_and_failed_starts_are_retried(sql_tasks):
     pool = [faulty_task(0, "flaky"), faulty_task(1, "flaky")]
     with OpenAIServer(pool) as srv:
         FaultyEnv.crashes, FaultyEnv.failing_starts = 1, 1
-        ok = collect_episodes(pool, policy(srv), cfg=CollectConfig(concurrency=1, **FAST),
+        ok = run_concurrent(pool, policy(srv), cfg=CollectConfig(concurrency=1, **FAST),
                               executor=AsyncioExecutor(factory))
         FaultyEnv.crashes = 100
-        bad = collect_episodes(pool[:1], policy(srv), cfg=CollectConfig(retries=2, **FAST),
+        bad = run_concurrent(pool[:1], policy(srv), cfg=CollectConfig(retries=2, **FAST),
                                executor=AsyncioExecutor(factory))
     assert all(graded(t).outcome.tier == "success" for t in ok)
     kinds = [(f.kind, f.retried) for t in ok for f in t.faults]
@@ -168,7 +168,7 @@ def test_episode_clock_starts_with_its_slot(sql_tasks):
     pool = [t for t in sql_tasks if len(t.reference) <= 3][:5]
     with OpenAIServer(pool, latency_s=0.2) as srv:
         t0 = time.perf_counter()
-        trajs = collect_episodes(pool, policy(srv), cfg=CollectConfig(concurrency=1, episode_timeout_s=1.5))
+        trajs = run_concurrent(pool, policy(srv), cfg=CollectConfig(concurrency=1, episode_timeout_s=1.5))
         elapsed = time.perf_counter() - t0
     assert elapsed > 1.5  # the last episodes waited longer than the deadline for their slot ...
     assert all(graded(t).outcome.tier == "success" and t.faults == [] for t in trajs)  # ... in vain
@@ -235,7 +235,7 @@ def test_episode_deadline_cuts_a_hung_tool_and_abandons_its_thread():
     executor = AsyncioExecutor(factory)
     with OpenAIServer(pool) as srv:
         t0 = time.perf_counter()
-        [t] = collect_episodes(pool, policy(srv), executor=executor,
+        [t] = run_concurrent(pool, policy(srv), executor=executor,
                                cfg=CollectConfig(tool_timeout_s=60, episode_timeout_s=1.0))
         elapsed = time.perf_counter() - t0
     assert graded(t).outcome.fail_reason == "episode_timeout" and t.steps[0].calls[0].name == "wait"

@@ -17,19 +17,17 @@ Splits test generalisation along two axes:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from trajforge.envs.sql import SqlEnv, read_result
+from trajforge.envs.sql.env import SqlEnv, read_result
 from trajforge.envs.sqldb import CITIES, COUNTRIES, PRODUCTS
 from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
+from trajforge.tasks.templates import TemplateGenerator, stable_id
 from trajforge.tasks.verify import replay_reference
 
 HELDOUT_COUNTRIES: tuple[str, ...] = ("Portugal", "Austria")
@@ -234,20 +232,9 @@ TEMPLATES: tuple[Template, ...] = (
 )
 TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
 
-SPLIT_FRACTIONS: dict[Split, float] = {"train": 0.70, "test": 0.15, "heldout": 0.15}
-
-
-def split_sizes(n: int) -> dict[Split, int]:
-    """Deterministic split sizes for ``n`` tasks (train takes the rounding remainder)."""
-    test = round(n * SPLIT_FRACTIONS["test"])
-    heldout = round(n * SPLIT_FRACTIONS["heldout"])
-    return {"train": n - test - heldout, "test": test, "heldout": heldout}
-
-
 def task_id(template: Template, entities: dict[str, str], db_seed: int) -> str:
     """Stable id: same template, entities and database give the same id on any machine."""
-    key = json.dumps([entities, db_seed], sort_keys=True)
-    return f"sql-{template.id}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    return stable_id("sql", template.id, [entities, db_seed])
 
 
 def generate_sql_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
@@ -256,62 +243,20 @@ def generate_sql_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
     Fewer than ``n`` come back only when the template x entity space runs out
     (``dropped["unfilled"]`` says how many places stayed empty).
     """
-    rng = random.Random(seed)
-    dropped: Counter[str] = Counter()
-    seen: set[str] = set()
-    sizes = split_sizes(n)
-    # train and test draw from one pool (seen templates, seen entities), so a test task is
-    # never a train task; heldout draws from its own, disjoint pool.
-    seen_pool = _fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped,
-                      db_seed)
-    heldout_pool = _fill({"heldout": sizes["heldout"]}, rng, seen, dropped, db_seed)
-    tasks = sorted(seen_pool + heldout_pool, key=lambda t: SPLIT_ORDER.index(t.split))
-    if len(tasks) < n:
-        dropped["unfilled"] = n - len(tasks)
-    return SynthReport(tasks=tasks, dropped=dict(dropped))
+    return generator(db_seed)(n, seed)
 
 
-SPLIT_ORDER: tuple[Split, ...] = ("train", "test", "heldout")
+def generator(db_seed: int = 0) -> TemplateGenerator[Template]:
+    """The SQL templates on the skeleton: listed order; a template leaves the rotation once its
+    whole entity space has been drawn, so a small space can't loop forever on duplicates."""
+    return TemplateGenerator(
+        templates=TEMPLATES, draw=draw_entities, space=_space_size,
+        task_id=lambda t, e: task_id(t, e, db_seed),
+        build=lambda t, e, split: build_task(t, e, split, db_seed))
 
 
-def _fill(targets: dict[Split, int], rng: random.Random, seen: set[str],
-          dropped: Counter[str], db_seed: int) -> list[Task]:
-    """Draw candidates round-robin over templates until every split in ``targets`` is full."""
-    heldout = "heldout" in targets
-    rotation = [t for t in TEMPLATES if heldout or not t.heldout_only]
-    space = {t.id: _space_size(t, heldout) for t in rotation}
-    # Distinct candidates drawn per template: once its whole entity space has been drawn, a
-    # template leaves the rotation (so a small space can't loop forever on duplicates).
-    tried: dict[str, set[str]] = {t.id: set() for t in rotation}
-    banned = set() if heldout else heldout_values()
-    counts: Counter[str] = Counter()
-    tasks: list[Task] = []
-    i = 0
-    while rotation and any(counts[s] < size for s, size in targets.items()):
-        template = rotation[i % len(rotation)]
-        i += 1
-        entities = {k: rng.choice(entity_values(k, heldout)) for k in template.slots}
-        tid = task_id(template, entities, db_seed)
-        tried[template.id].add(tid)
-        if tid in seen:
-            dropped["duplicate"] += 1
-        else:
-            seen.add(tid)
-            # The split furthest below its target takes the task, so when the space runs
-            # out the splits still come out in proportion.
-            split = min((s for s in targets if counts[s] < targets[s]),
-                        key=lambda s: counts[s] / targets[s])
-            built = build_task(template, entities, split, db_seed)
-            if isinstance(built, str):
-                dropped[built] += 1
-            elif banned & _answer_values(built.expected):
-                dropped["heldout_leak"] += 1  # e.g. a train question answered by a held-out city
-            else:
-                tasks.append(built)
-                counts[split] += 1
-        if len(tried[template.id]) >= space[template.id]:
-            rotation.remove(template)
-    return tasks
+def draw_entities(template: Template, rng: random.Random, heldout: bool) -> dict[str, str]:
+    return {k: rng.choice(entity_values(k, heldout)) for k in template.slots}
 
 
 def _space_size(template: Template, heldout: bool) -> int:
@@ -346,11 +291,13 @@ def build_task(template: Template, entities: dict[str, str], split: Split,
         answer, expected = _read_answer(template.answer, rows)
     except ValueError:
         return "reference_error"
+    if split != "heldout" and heldout_values() & _answer_values(expected):
+        return "heldout_leak"  # e.g. a train question answered by a held-out city
     submit = ToolCall(name="submit_answer", arguments={"answer": answer})
     task = probe.model_copy(update={"reference": (*calls, submit), "expected": expected})
     if not replay_reference(task).correct:
         return "verifier_rejected"
-    return task
+    return task.model_copy(update={"reasoning": tuple(reasoning_for(task, i) for i in range(len(task.reference)))})
 
 
 def _run_reference(env: SqlEnv, template: Template, entities: dict[str, str]
@@ -436,8 +383,7 @@ def _answer_text(expected: object) -> str:
 
 
 __all__ = [
-    "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "SynthReport", "TEMPLATES", "Template",
-    "build_task", "entity_values", "generate_sql_tasks", "heldout_values", "plain_reasoning",
-    "reasoning_for",
-    "replay_reference", "split_sizes", "task_id",
+    "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_task", "draw_entities",
+    "entity_values", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
+    "task_id",
 ]

@@ -27,8 +27,6 @@ Splits test generalisation along three axes:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -36,7 +34,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from trajforge.envs.travel import (
+from trajforge.envs.travel.env import (
     BookingRow,
     FlightRow,
     HotelRow,
@@ -45,11 +43,11 @@ from trajforge.envs.travel import (
     read_flights,
     read_hotels,
 )
-from trajforge.envs.travel_catalog import CITIES, Catalog, catalog, clock
+from trajforge.envs.travel.catalog import CITIES, Catalog, catalog, clock
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.splits import drop_combo_leaks
-from trajforge.tasks.sql import SPLIT_ORDER, split_sizes
+from trajforge.tasks.templates import Drop, Recorder, TemplateGenerator, stable_id
 from trajforge.tasks.verify import replay_reference
 
 HELDOUT_CITIES: tuple[str, ...] = ("Hangzhou", "Xi'an", "Seoul", "Dubai", "Sydney")
@@ -66,28 +64,13 @@ CITY_SLOTS = ("origin", "destination", "city", "via")
 DAY_SLOTS = ("date", "date2")
 
 
-class Drop(Exception):
-    """This instance makes no good task; the message is the drop reason."""
-
-
 # ---- the two ways a plan sees the world -----------------------------------------------------
 
-class ToolView:
+class ToolView(Recorder):
     """Runs a plan through the environment's tools, recording calls and sentences."""
 
-    def __init__(self, env: TravelEnv):
-        self.env = env
-        self.calls: list[ToolCall] = []
-        self.reasoning: list[str] = []
-
     def _run(self, why: str, name: str, **arguments: Any) -> str:
-        call = ToolCall(name=name, arguments=arguments)
-        result = self.env.execute(call)
-        if not result.ok:
-            raise Drop("reference_error")
-        self.calls.append(call)
-        self.reasoning.append(why)
-        return result.content
+        return self.do(why, name, **arguments)
 
     def flights(self, why: str, origin: str, destination: str, day: str,
                 max_price: int | None = None) -> list[FlightRow]:
@@ -543,8 +526,7 @@ def _hotels_with_rooms(world: Catalog, city: str, day: str, nights: int) -> list
 
 def task_id(template: Template, entities: dict[str, Any], seed: int) -> str:
     """Stable id: same template, entities and catalog give the same id on any machine."""
-    key = json.dumps([entities, seed], sort_keys=True)
-    return f"travel-{template.id}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    return stable_id("travel", template.id, [entities, seed])
 
 
 def build_task(template: Template, entities: dict[str, Any], split: Split, world_seed: int = 0
@@ -594,57 +576,32 @@ def generate_travel_tasks(n: int, seed: int = 0, world_seed: int = 0) -> SynthRe
     Fewer than ``n`` come back only when the candidate budget runs out
     (``dropped["unfilled"]`` says how many places stayed empty).
     """
-    rng = random.Random(seed)
-    dropped: Counter[str] = Counter()
-    seen: set[str] = set()
-    sizes = split_sizes(n)
-    tasks = (_fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped,
-                   world_seed)
-             + _fill({"heldout": sizes["heldout"]}, rng, seen, dropped, world_seed))
+    return generator(world_seed)(n, seed)
+
+
+def generator(world_seed: int = 0) -> TemplateGenerator[Template]:
+    """The travel templates on the skeleton: held-out templates stand twice in the held-out
+    rotation (unseen templates and combinations are ~40% of heldout); a candidate budget bounds
+    the loop, since entity spaces are too large to exhaust."""
+    world = catalog(world_seed)
+    return TemplateGenerator(
+        templates=TEMPLATES, heldout_repeat=2, budget=lambda wanted: 60 * wanted + 100,
+        draw=lambda t, rng, heldout: draw_entities(t, rng, heldout, world),
+        task_id=lambda t, e: task_id(t, e, world_seed),
+        build=lambda t, e, split: build_task(t, e, split, world_seed),
+        finish=_drop_combo_leaks)
+
+
+def _drop_combo_leaks(tasks: list[Task], dropped: Counter[str]) -> list[Task]:
     # Templates keep held-out combinations out of train by design; this guard makes it a fact.
     tasks, leaked = drop_combo_leaks(tasks, HELDOUT_TOOL_GROUPS)
     if leaked:
         dropped["combo_leak"] += leaked
-    tasks.sort(key=lambda t: SPLIT_ORDER.index(t.split))
-    if len(tasks) < n:
-        dropped["unfilled"] = n - len(tasks)
-    return SynthReport(tasks=tasks, dropped=dict(dropped))
-
-
-def _fill(targets: dict[Split, int], rng: random.Random, seen: set[str], dropped: Counter[str],
-          world_seed: int) -> list[Task]:
-    """Draw candidates round-robin over templates until every split in ``targets`` is full."""
-    heldout = "heldout" in targets
-    rotation = [t for t in TEMPLATES if heldout or not t.heldout_only]
-    if heldout:  # held-out templates twice: unseen templates and combinations are ~40% of heldout
-        rotation += [t for t in TEMPLATES if t.heldout_only]
-    world = catalog(world_seed)
-    counts: Counter[str] = Counter()
-    tasks: list[Task] = []
-    budget = 60 * sum(targets.values()) + 100  # bounds the loop if the space ever runs dry
-    i = 0
-    while i < budget and any(counts[s] < size for s, size in targets.items()):
-        template = rotation[i % len(rotation)]
-        i += 1
-        entities = draw_entities(template, rng, heldout, world)
-        tid = task_id(template, entities, world_seed)
-        if tid in seen:
-            dropped["duplicate"] += 1
-            continue
-        seen.add(tid)
-        split = min((s for s in targets if counts[s] < targets[s]),
-                    key=lambda s: counts[s] / targets[s])
-        built = build_task(template, entities, split, world_seed)
-        if isinstance(built, str):
-            dropped[built] += 1
-        else:
-            tasks.append(built)
-            counts[split] += 1
     return tasks
 
 
 __all__ = [
     "HELDOUT_CITIES", "HELDOUT_DAYS", "HELDOUT_TOOL_GROUPS", "TEMPLATES", "Template",
     "build_task", "city_values", "day_values", "draw_entities", "entity_strings",
-    "generate_travel_tasks", "heldout_values", "plan_tier", "replay_reference", "task_id",
+    "generate_travel_tasks", "generator", "heldout_values", "plan_tier", "task_id",
 ]

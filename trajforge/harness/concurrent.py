@@ -1,6 +1,6 @@
 """Asynchronous collection at scale: many episodes at once, deadlines, retries, fault records.
 
-    trajs = collect_episodes(tasks, policy, cfg=CollectConfig(concurrency=64), on_done=store.append)
+    trajs = run_concurrent(tasks, policy, cfg=CollectConfig(concurrency=64), on_done=store.append)
 
 Up to ``concurrency`` episodes run at once; each runs its turns in order (request the model's
 turn → parse → execute the calls in the environment → feed back) with the same ``Episode`` logic
@@ -39,7 +39,7 @@ from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor,
 from trajforge.harness.loop import Episode, HarnessConfig
 from trajforge.parse.base import ParseResult
 from trajforge.policies.base import Generation, Policy, RequestFault, TurnRequest
-from trajforge.schema import Fault, SamplingConfig, Step, Task, ToolCall, Trajectory
+from trajforge.schema import Fault, SamplingConfig, Step, Task, ToolCall, Trajectory, Verdict
 
 
 class CollectConfig(BaseModel):
@@ -114,7 +114,7 @@ class _EpisodeRun:
         self.faults: list[Fault] = []
         self.ep: Episode | None = None
         self.handle: EnvHandle | None = None
-        self.verdict: dict[str, Any] = {}
+        self.verdict: Verdict | None = None
         self.turn: tuple[Step, ParseResult, float] | None = None
         """The step being executed (kept so an interrupted turn is still recorded)."""
         self.in_env = False
@@ -200,7 +200,8 @@ class _EpisodeRun:
 
     async def play(self) -> None:
         self.handle = await self.open_env()
-        self.ep = Episode(self.task, self.sample, self.handle, self.run.policy, self.run.harness)
+        self.ep = Episode(self.task, self.sample, self.handle, self.run.policy, self.run.harness,
+                          observation=self.handle.observation)
         self.ep.started = self.started
         while not self.ep.end:
             gen, gen_s, retries = await self.generate()
@@ -278,7 +279,7 @@ async def run_episode(run: _Run, task: Task, sample: int) -> Trajectory:
     return traj
 
 
-async def acollect(
+async def arun_concurrent(
     tasks: Iterable[Task],
     policy: Policy,
     harness: HarnessConfig | None = None,
@@ -330,11 +331,11 @@ async def acollect(
     return done
 
 
-def collect_episodes(tasks: Iterable[Task], policy: Policy, harness: HarnessConfig | None = None,
+def run_concurrent(tasks: Iterable[Task], policy: Policy, harness: HarnessConfig | None = None,
                      cfg: CollectConfig | None = None, samples: int = 1,
                      executor: Executor | str | None = None,
                      on_done: Callable[[Trajectory], None] | None = None,
                      skip: Callable[[Task, int], bool] | None = None,
                      log: EventLog | None = None) -> list[Trajectory]:
-    """``acollect`` on a fresh event loop (for callers that are not async themselves)."""
-    return asyncio.run(acollect(tasks, policy, harness, cfg, samples, executor, on_done, skip, log))
+    """``arun_concurrent`` on a fresh event loop (for callers that are not async themselves)."""
+    return asyncio.run(arun_concurrent(tasks, policy, harness, cfg, samples, executor, on_done, skip, log))

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trajforge.envs.web import WebEnv
-from trajforge.envs.webshop.catalog import (
+from trajforge.envs.web.env import WebEnv
+from trajforge.envs.web.shop.catalog import (
     CATEGORIES,
     CITIES,
     FIRST_NAMES,
@@ -35,24 +35,17 @@ from trajforge.envs.webshop.catalog import (
     WorkshopClass,
     category_spec,
 )
-from trajforge.envs.webshop.goals import Address, BookingGoal, ItemGoal, OrderGoal
-from trajforge.envs.webshop.site import filter_products
-from trajforge.envs.webshop.state import SHIPPING
-from trajforge.schema import Tier, ToolCall
+from trajforge.envs.web.shop.goals import Address, BookingGoal, ItemGoal, OrderGoal
+from trajforge.envs.web.shop.site import filter_products
+from trajforge.envs.web.shop.state import SHIPPING
+from trajforge.schema import Tier
+from trajforge.tasks.templates import Drop, Recorder
 
 HELDOUT_CATEGORIES: tuple[str, ...] = ("Water Bottles", "Wrist Watches")
 HELDOUT_BRANDS: tuple[str, ...] = ("Solano", "Marlowe")
 HELDOUT_CLASSES: tuple[str, ...] = ("Sourdough Baking", "Knife Skills")
 
 Goal = OrderGoal | BookingGoal
-
-
-class Drop(Exception):
-    """This candidate task is not kept; ``reason`` is counted in the SynthReport."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -75,23 +68,12 @@ class Pools:
         return [c for c in self.catalog.classes if (c.name in HELDOUT_CLASSES) == self.heldout]
 
 
-class Planner:
+class Planner(Recorder):
     """Runs reference calls in a real WebEnv and records them with the expert's words."""
 
     def __init__(self, env: WebEnv, catalog: Catalog):
-        self.env = env
+        super().__init__(env)
         self.catalog = catalog
-        self.calls: list[ToolCall] = []
-        self.reasoning: list[str] = []
-
-    def do(self, why: str, tool: str, **arguments: Any) -> str:
-        call = ToolCall(name=tool, arguments=arguments)
-        result = self.env.execute(call)
-        if not result.ok:
-            raise Drop("reference_error")
-        self.calls.append(call)
-        self.reasoning.append(why)
-        return result.content
 
     def product_links(self) -> list[str]:
         """Labels of the product links on the current page, in page order."""

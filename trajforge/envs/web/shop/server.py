@@ -21,9 +21,9 @@ from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from trajforge.envs.webshop.catalog import build_catalog
-from trajforge.envs.webshop.site import Response, handle
-from trajforge.envs.webshop.state import SessionState
+from trajforge.envs.web.shop.catalog import build_catalog
+from trajforge.envs.web.shop.site import Response, handle
+from trajforge.envs.web.shop.state import SessionState
 
 COOKIE = "shop_session"
 MAX_BODY = 64 * 1024

@@ -20,7 +20,6 @@ parameter from the template's held-out values (never in train or test), and temp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections import Counter
@@ -28,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajforge.envs.code import HiddenTests, TestCase
+from trajforge.envs.code.env import HiddenTests, TestCase
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
-from trajforge.tasks.sql import split_sizes
+from trajforge.tasks.templates import TemplateGenerator, stable_id
 from trajforge.tasks.verify import replay_reference
 
 MODULE = "solution"
@@ -412,13 +411,9 @@ TEMPLATES: tuple[Template, ...] = (
 )
 TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
 
-SPLIT_ORDER: tuple[Split, ...] = ("train", "test", "heldout")
-
-
 def task_id(template: Template, params: dict[str, Any]) -> str:
     """Stable id: the same template and parameter values give the same id (and tests)."""
-    key = json.dumps(params, sort_keys=True)
-    return f"code-{template.id}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    return stable_id("code", template.id, params)
 
 
 def generate_code_tasks(n: int, seed: int = 0) -> SynthReport:
@@ -427,59 +422,12 @@ def generate_code_tasks(n: int, seed: int = 0) -> SynthReport:
     Fewer than ``n`` come back only when the template x parameter space runs out
     (``dropped["unfilled"]`` says how many places stayed empty).
     """
-    rng = random.Random(seed)
-    dropped: Counter[str] = Counter()
-    seen: set[str] = set()
-    sizes = split_sizes(n)
-    tasks = (_fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped)
-             + _fill({"heldout": sizes["heldout"]}, rng, seen, dropped))
-    tasks.sort(key=lambda t: SPLIT_ORDER.index(t.split))
-    if len(tasks) < n:
-        dropped["unfilled"] = n - len(tasks)
-    return SynthReport(tasks=tasks, dropped=dict(dropped))
+    return generator()(n, seed)
 
 
-def _fill(targets: dict[Split, int], rng: random.Random, seen: set[str],
-          dropped: Counter[str]) -> list[Task]:
-    """Draw candidates round-robin over templates until every split in ``targets`` is full."""
-    heldout = "heldout" in targets
-    rotation = _interleave_tiers([t for t in TEMPLATES if heldout or not t.heldout_only])
-    space = {t.id: _space_size(t, heldout) for t in rotation}
-    tried: dict[str, set[str]] = {t.id: set() for t in rotation}
-    counts: Counter[str] = Counter()
-    tasks: list[Task] = []
-    i = 0
-    while rotation and any(counts[s] < size for s, size in targets.items()):
-        template = rotation[i % len(rotation)]
-        i += 1
-        params = {p.name: rng.choice(p.heldout if heldout else p.seen) for p in template.params}
-        params = json.loads(json.dumps(params))  # tuples become lists, as stored in a Task
-        tid = task_id(template, params)
-        tried[template.id].add(tid)
-        if tid in seen:
-            dropped["duplicate"] += 1
-        else:
-            seen.add(tid)
-            split = min((s for s in targets if counts[s] < targets[s]),
-                        key=lambda s: counts[s] / targets[s])
-            built = build_task(template, params, split)
-            if isinstance(built, str):
-                dropped[built] += 1
-            else:
-                tasks.append(built)
-                counts[split] += 1
-        if len(tried[template.id]) >= space[template.id] and template in rotation:
-            rotation.remove(template)
-    return tasks
-
-
-def _interleave_tiers(templates: list[Template]) -> list[Template]:
-    """easy, medium, hard, easy, ...: so a small pool still gets every tier."""
-    by_tier = [[t for t in templates if t.tier == tier] for tier in ("easy", "medium", "hard")]
-    out = []
-    for i in range(max(map(len, by_tier))):
-        out += [group[i] for group in by_tier if i < len(group)]
-    return out
+def draw_params(template: Template, rng: random.Random, heldout: bool) -> dict[str, Any]:
+    params = {p.name: rng.choice(p.heldout if heldout else p.seen) for p in template.params}
+    return json.loads(json.dumps(params))  # tuples become lists, as stored in a Task
 
 
 def _space_size(template: Template, heldout: bool) -> int:
@@ -487,6 +435,13 @@ def _space_size(template: Template, heldout: bool) -> int:
     for p in template.params:
         size *= len(p.heldout if heldout else p.seen)
     return size
+
+
+def generator() -> TemplateGenerator[Template]:
+    """The code templates on the skeleton: tier-interleaved, each leaving once its parameter space
+    is drawn."""
+    return TemplateGenerator(templates=TEMPLATES, interleave=True, draw=draw_params, task_id=task_id,
+                             build=lambda t, p, split: build_task(t, p, split), space=_space_size)
 
 
 def hidden_tests(template: Template, params: dict[str, Any]) -> HiddenTests:
@@ -546,6 +501,6 @@ def pick_example(cases: list[TestCase]) -> TestCase:
 
 
 __all__ = [
-    "MODULE", "TEMPLATES", "Template", "build_task", "generate_code_tasks", "hidden_tests",
-    "replay_reference", "task_id",
+    "MODULE", "TEMPLATES", "Template", "build_task", "generate_code_tasks", "generator", "hidden_tests",
+    "task_id",
 ]

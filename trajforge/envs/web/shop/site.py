@@ -13,7 +13,7 @@ import math
 from typing import NamedTuple
 from urllib.parse import urlencode
 
-from trajforge.envs.webshop.catalog import (
+from trajforge.envs.web.shop.catalog import (
     CATEGORY_SPECS,
     Catalog,
     ClassSession,
@@ -22,7 +22,7 @@ from trajforge.envs.webshop.catalog import (
     category_spec,
     slug,
 )
-from trajforge.envs.webshop.state import (
+from trajforge.envs.web.shop.state import (
     MAX_QUANTITY,
     MAX_SEATS,
     SHIPPING,

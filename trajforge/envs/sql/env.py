@@ -24,7 +24,6 @@ always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sqlite3
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
+from trajforge.envs.answers import answers_match, normalized
 from trajforge.envs.base import Environment, ToolError, Verdict
 from trajforge.envs.sqldb import ensure_db
 from trajforge.schema import Task
@@ -55,7 +55,7 @@ _PROGRESS_OPS = 1000
 """The deadline is checked every this many SQLite VM instructions."""
 
 
-class QueryResult(NamedTuple):
+class SqlResult(NamedTuple):
     """The last successful ``run_sql``: what synthesis reads a task's expected answer from."""
 
     query: str
@@ -81,7 +81,7 @@ class SqlEnv(Environment):
         self.max_rows = max_rows
         self.max_chars = max_chars
         self.answer: str | None = None
-        self.last_result: QueryResult | None = None
+        self.last_result: SqlResult | None = None
         self._conn: sqlite3.Connection | None = None
         self._schema: dict[str, str] = {}  # table -> compact description
         self._deadline = math.inf
@@ -224,7 +224,7 @@ class SqlEnv(Environment):
         finally:
             self._deadline = math.inf
         self.reach("query_ok")
-        self.last_result = QueryResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
+        self.last_result = SqlResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
                                        .startswith("... (truncated"))
         if self.task is not None and result_contains(cells, self.task.expected):
             self.reach("found_answer")
@@ -389,30 +389,6 @@ def _split_cells(line: str) -> list[str]:
     return cells
 
 
-# ---- answer comparison ----------------------------------------------------------------------
-
-_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
-_LIST_SEP = re.compile(r"\s*(?:,|;|\n|\band\b|&)\s*", re.I)
-
-
-def answers_match(submitted: Any, expected: Any) -> bool:
-    """Whether a submitted answer matches the expected one.
-
-    Numbers: the submission must contain exactly one number ("7", "7.0", "$1,234.50",
-    "The answer is 7"), equal within abs 0.01 or rel 1e-4 — a string listing many numbers
-    must not match by luck. Strings: case- and whitespace-insensitive. Lists: order-free sets;
-    the submission may be a JSON list or items separated by commas, newlines or "and".
-    """
-    if submitted is None or expected is None:
-        return False
-    if isinstance(expected, (list, tuple)):
-        return _as_set(submitted) == {_norm(e) for e in expected}
-    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        value = _one_number(submitted)
-        return value is not None and _close(value, float(expected))
-    return _norm(submitted) == _norm(expected)
-
-
 def typed_cell(cell: str) -> Any:
     """A result cell as an expected value: int or float when it reads as a number, else text."""
     if re.fullmatch(r"-?\d+", cell):
@@ -422,47 +398,12 @@ def typed_cell(cell: str) -> Any:
     return cell
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= 0.01 or abs(a - b) <= 1e-4 * abs(b)
-
-
-def _one_number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    found = _NUMBER.findall(str(value))
-    if len(found) != 1:
-        return None
-    return float(found[0].replace(",", ""))
-
-
-def _norm(value: Any) -> str:
-    """Casefold, collapse whitespace, drop surrounding quotes and a trailing period."""
-    text = " ".join(str(value).split()).casefold()
-    return text.rstrip(".").strip().strip("\"'`").strip()
-
-
-def _as_set(submitted: Any) -> set[str]:
-    items: Any = submitted
-    if isinstance(submitted, str) and submitted.strip().startswith("["):
-        try:
-            items = json.loads(submitted)
-        except json.JSONDecodeError:
-            items = submitted.strip().strip("[]")
-    if isinstance(items, str):
-        items = _LIST_SEP.split(items)
-    if not isinstance(items, (list, tuple)):
-        items = [items]
-    # Bullets ("- Ana Silva", "1. Ana Silva") are how models often write lists.
-    cleaned = (re.sub(r"^\s*(?:[-*\u2022]|\d+[.)])\s+", "", str(i)) for i in items)
-    return {n for n in (_norm(i) for i in cleaned) if n}
-
-
 def result_contains(cells: list[list[str]], expected: Any) -> bool:
     """Whether query result cells contain the expected answer (all items, for lists)."""
     if expected is None:
         return False
     flat = [c for row in cells for c in row]
     if isinstance(expected, (list, tuple)):
-        have = {_norm(c) for c in flat}
-        return bool(expected) and all(_norm(e) in have for e in expected)
+        have = {normalized(c) for c in flat}
+        return bool(expected) and all(normalized(e) in have for e in expected)
     return any(answers_match(c, expected) for c in flat)

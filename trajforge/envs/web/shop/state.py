@@ -12,7 +12,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from trajforge.envs.webshop.catalog import Catalog, Product, WorkshopClass
+from trajforge.envs.web.shop.catalog import Catalog, Product, WorkshopClass
 
 SHIPPING: dict[str, tuple[str, float]] = {
     "standard": ("Standard (3-5 days)", 4.99),

@@ -24,27 +24,21 @@ Run: ``trajforge synth --env web -n 200`` or ``generate_web_tasks(200, seed=0)``
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-import random
-from collections import Counter
 from typing import Any
 
-from trajforge.envs.web import WebEnv
-from trajforge.envs.webshop.catalog import Catalog, build_catalog
-from trajforge.envs.webshop.goals import BookingGoal, OrderGoal
+from trajforge.envs.web.env import WebEnv
+from trajforge.envs.web.shop.catalog import Catalog, build_catalog
+from trajforge.envs.web.shop.goals import BookingGoal, OrderGoal
 from trajforge.schema import Split, Task
 from trajforge.tasks.pool import SynthReport
-from trajforge.tasks.sql import SPLIT_ORDER, split_sizes
+from trajforge.tasks.templates import Drop, TemplateGenerator, stable_id
 from trajforge.tasks.verify import replay_reference
-from trajforge.tasks.web_templates import (
+from trajforge.envs.web.templates import (
     HELDOUT_BRANDS,
     HELDOUT_CATEGORIES,
     HELDOUT_CLASSES,
     TEMPLATES,
     TEMPLATES_BY_ID,
-    Drop,
     Planner,
     Pools,
     Template,
@@ -57,8 +51,7 @@ MAX_MISSES = 60
 
 def task_id(template: Template, entities: dict[str, Any], site_seed: int) -> str:
     """Stable id: same template, entities and site give the same id on any machine."""
-    key = json.dumps([entities, site_seed], sort_keys=True)
-    return f"web-{template.id}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    return stable_id("web", template.id, [entities, site_seed])
 
 
 def heldout_values(site_seed: int = 0) -> set[str]:
@@ -75,68 +68,20 @@ def generate_web_tasks(n: int, seed: int = 0, site_seed: int = 0) -> SynthReport
     Fewer than ``n`` come back only when templates run out of new instances
     (``dropped["unfilled"]`` says how many places stayed empty).
     """
-    rng = random.Random(seed)
+    return generator(site_seed)(n, seed)
+
+
+def generator(site_seed: int = 0) -> TemplateGenerator[Template]:
+    """The web templates on the skeleton, tier-interleaved; a template leaves the rotation after
+    ``MAX_MISSES`` candidates in a row that were not kept (its entity space is used up, or never
+    fits)."""
     catalog = build_catalog(site_seed)
-    dropped: Counter[str] = Counter()
-    seen: set[str] = set()
-    sizes = split_sizes(n)
-    # train and test draw from one pool (seen templates, seen entities), so a test task is never
-    # a train task; heldout draws from its own, disjoint pool.
-    tasks = _fill({"train": sizes["train"], "test": sizes["test"]}, rng, Pools(catalog, False),
-                  seen, dropped)
-    tasks += _fill({"heldout": sizes["heldout"]}, rng, Pools(catalog, True), seen, dropped)
-    tasks.sort(key=lambda t: SPLIT_ORDER.index(t.split))
-    if len(tasks) < n:
-        dropped["unfilled"] = n - len(tasks)
-    return SynthReport(tasks=tasks, dropped=dict(dropped))
-
-
-def _fill(targets: dict[Split, int], rng: random.Random, pools: Pools, seen: set[str],
-          dropped: Counter[str]) -> list[Task]:
-    """Draw candidates round-robin over templates until every split in ``targets`` is full."""
-    rotation = _interleave([t for t in TEMPLATES if pools.heldout or not t.heldout_only])
-    misses: Counter[str] = Counter()
-    counts: Counter[str] = Counter()
-    tasks: list[Task] = []
-    i = 0
-    while rotation and any(counts[s] < size for s, size in targets.items()):
-        template = rotation[i % len(rotation)]
-        i += 1
-        kept = _candidate(template, rng, pools, targets, counts, seen, dropped)
-        if kept is None:
-            misses[template.id] += 1
-            if misses[template.id] >= MAX_MISSES:
-                rotation.remove(template)  # its entity space is used up (or never fits)
-            continue
-        misses[template.id] = 0
-        tasks.append(kept)
-        counts[kept.split] += 1
-    return tasks
-
-
-def _interleave(templates: list[Template]) -> list[Template]:
-    """Alternate tiers (easy, medium, hard, easy, ...) so even a small split gets every tier."""
-    by_tier = [[t for t in templates if t.tier == tier] for tier in ("easy", "medium", "hard")]
-    return [t for group in itertools.zip_longest(*by_tier) for t in group if t is not None]
-
-
-def _candidate(template: Template, rng: random.Random, pools: Pools,
-               targets: dict[Split, int], counts: Counter[str], seen: set[str],
-               dropped: Counter[str]) -> Task | None:
-    entities = template.draw(rng, pools)
-    tid = task_id(template, entities, pools.catalog.seed)
-    if tid in seen:
-        dropped["duplicate"] += 1
-        return None
-    seen.add(tid)
-    # The split furthest below its target takes the task, so splits stay in proportion.
-    split = min((s for s in targets if counts[s] < targets[s]),
-                key=lambda s: counts[s] / targets[s])
-    built = build_task(template, entities, split, pools)
-    if isinstance(built, str):
-        dropped[built] += 1
-        return None
-    return built
+    pools = {heldout: Pools(catalog, heldout) for heldout in (False, True)}
+    return TemplateGenerator(
+        templates=TEMPLATES, interleave=True, max_misses=MAX_MISSES,
+        draw=lambda t, rng, heldout: t.draw(rng, pools[heldout]),
+        task_id=lambda t, e: task_id(t, e, site_seed),
+        build=lambda t, e, split: build_task(t, e, split, pools[split == "heldout"]))
 
 
 def build_task(template: Template, entities: dict[str, Any], split: Split, pools: Pools
@@ -183,6 +128,5 @@ def _leaks(goal: OrderGoal | BookingGoal, catalog: Catalog) -> bool:
 
 __all__ = [
     "HELDOUT_BRANDS", "HELDOUT_CATEGORIES", "HELDOUT_CLASSES", "MILESTONES", "TEMPLATES",
-    "TEMPLATES_BY_ID", "build_task", "generate_web_tasks", "heldout_values",
-    "replay_reference", "task_id",
+    "TEMPLATES_BY_ID", "build_task", "generate_web_tasks", "generator", "heldout_values", "task_id",
 ]

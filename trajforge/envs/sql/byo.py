@@ -26,11 +26,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from trajforge.envs.sql import SqlEnv, read_result
+from trajforge.envs.sql.env import SqlEnv, read_result
 from trajforge.schema import Split, Task, ToolCall
 from trajforge.tasks.dedup import normalize_prompt
 from trajforge.tasks.pool import Rejection, SynthReport
-from trajforge.tasks.tiering import sql_tier
+from trajforge.envs.sql.tiering import sql_tier
 from trajforge.tasks.verify import PlanRejected, verified
 
 

@@ -36,7 +36,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel
 
 from trajforge.envs.base import Environment, ToolError, Verdict
-from trajforge.envs.travel_catalog import (
+from trajforge.envs.travel.catalog import (
     CURRENCY,
     Catalog,
     City,

@@ -1,6 +1,6 @@
 """Web environment: shop and book on a real loopback web site through a text browser.
 
-The site (``trajforge.envs.webshop``) is a shop generated from the task's seed: categories,
+The site (``trajforge.envs.web.shop``) is a shop generated from the task's seed: categories,
 brands, products with colors/sizes/stock, a cart, a checkout form and a class-booking form. It is
 served over real HTTP on 127.0.0.1 by one server per process; each environment holds its own
 session (a cookie), so episodes never see each other's carts or orders.
@@ -30,7 +30,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 import httpx
 
 from trajforge.envs.base import Environment, ToolError, Verdict
-from trajforge.envs.webshop.goals import (
+from trajforge.envs.web.shop.goals import (
     BookingGoal,
     OrderGoal,
     goal_mismatch,
@@ -39,9 +39,9 @@ from trajforge.envs.webshop.goals import (
     read_goal,
     same_text,
 )
-from trajforge.envs.webshop.page import Element, Page, parse_page
-from trajforge.envs.webshop.server import COOKIE, ShopServer, shared_server
-from trajforge.envs.webshop.state import SessionState
+from trajforge.envs.web.shop.page import Element, Page, parse_page
+from trajforge.envs.web.shop.server import COOKIE, ShopServer, shared_server
+from trajforge.envs.web.shop.state import SessionState
 from trajforge.schema import Task
 
 VIEW_LINES = 40

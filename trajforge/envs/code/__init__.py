@@ -1,0 +1,24 @@
+"""The ``code`` environment: write one Python function; hidden unit tests, run sandboxed, decide.
+
+``env`` (CodeEnv: write_file, run_python, run_tests, submit; model-written code runs only in
+``trajforge.envs.sandbox``), ``tasks`` (function-writing templates, oracle-built hidden tests,
+sandbox-run references).
+"""
+
+from trajforge._compat import moved_names
+from trajforge.envs.code.env import CodeEnv
+from trajforge.envs.code.tasks import generate_code_tasks
+from trajforge.envs.registry import EnvSpec
+
+SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks,
+               summary="write a Python function; hidden tests run in a bubblewrap sandbox")
+
+__all__ = ["SPEC", "CodeEnv"]
+
+__getattr__ = moved_names(__name__, {
+    **{n: "trajforge.envs.code.env" for n in (
+        "HiddenTests", "MAX_FILE_BYTES", "MAX_WORKDIR_BYTES", "MAX_WORKDIR_ENTRIES", "RUNNER", "SHOWN_FAILURES",
+        "TestCase", "TestReport", "judge", "same_value")},
+    **{n: "trajforge.envs.sandbox" for n in ("RunResult", "Sandbox", "SandboxLimits")},
+    "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base", "Verdict": "trajforge.schema",
+    "Task": "trajforge.schema"})

@@ -1,0 +1,26 @@
+"""The ``sql`` environment: answer questions about a retail SQLite database by querying it.
+
+``env`` (SqlEnv: list_tables, describe_table, run_sql, submit_answer; read-only, deadlines,
+caps), ``tasks`` (question templates with executed reference SQL), ``byo`` (tasks from your own
+SQLite file and questions), ``tiering`` (tiers from query structure). The database is
+``trajforge.envs.sqldb`` (seeded, generated on first use).
+"""
+
+from trajforge._compat import moved_names
+from trajforge.envs.registry import EnvSpec
+from trajforge.envs.sql.env import SqlEnv
+from trajforge.envs.sql.tasks import generate_sql_tasks, reasoning_for
+from trajforge.envs.sql.tiering import plan_tier
+
+SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, tier=plan_tier, reasoning=reasoning_for,
+               summary="questions about a seeded retail SQLite database (or your own file)")
+
+__all__ = ["SPEC", "SqlEnv"]
+
+__getattr__ = moved_names(__name__, {
+    **{n: "trajforge.envs.sql.env" for n in (
+        "CELL_CHARS", "COUNT_LIMIT", "MAX_VALUE_BYTES", "format_cell", "quote_ident", "read_result", "render_rows",
+        "result_contains", "typed_cell")},
+    "QueryResult": "trajforge.envs.sql.env:SqlResult", "answers_match": "trajforge.envs.answers",
+    "ensure_db": "trajforge.envs.sqldb", "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base",
+    "Verdict": "trajforge.schema", "Task": "trajforge.schema"})
