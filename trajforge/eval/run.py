@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trajforge._compat import moved_names
 from trajforge.eval.metrics import evaluate
 from trajforge.grade import RewardConfig, graded
 from trajforge.harness import (CollectConfig, Executor, HarnessConfig, run_concurrent, run_episodes,
@@ -76,3 +77,6 @@ def compare(tasks: list[Task], policies: list[Policy], store_dir: str | Path,
         mine = [t for t in store if t.policy == policy.name and t.task_id in ids and t.sample == 0]
         results[policy.name] = evaluate(mine)
     return results
+
+
+__getattr__ = moved_names(__name__, {"collect_episodes": "trajforge.harness.concurrent:run_concurrent"})

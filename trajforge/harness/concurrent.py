@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
+from trajforge._compat import moved_names
 from trajforge.envs import env_class
 from trajforge.harness.events import EventLog
 from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, default_env_factory,
@@ -339,3 +340,7 @@ def run_concurrent(tasks: Iterable[Task], policy: Policy, harness: HarnessConfig
                      log: EventLog | None = None) -> list[Trajectory]:
     """``arun_concurrent`` on a fresh event loop (for callers that are not async themselves)."""
     return asyncio.run(arun_concurrent(tasks, policy, harness, cfg, samples, executor, on_done, skip, log))
+
+
+__getattr__ = moved_names(__name__, {"collect_episodes": "trajforge.harness.concurrent:run_concurrent",
+                                     "acollect": "trajforge.harness.concurrent:arun_concurrent"})

@@ -26,6 +26,7 @@ import queue
 import threading
 from typing import Any, Callable, NamedTuple, Protocol
 
+from trajforge._compat import moved_names
 from trajforge.envs import Environment, make_env
 from trajforge.envs.toolsets import KNOWN, class_toolset
 from trajforge.schema import Task, ToolCall, ToolResult, Toolset, Verdict
@@ -243,3 +244,6 @@ def make_executor(name: str, env_factory: EnvFactory = default_env_factory, **op
 
         return RayExecutor(env_factory, **options)
     raise ValueError(f"unknown executor {name!r}; use asyncio or ray")
+
+
+__getattr__ = moved_names(__name__, {"Toolsets": "trajforge.envs.toolsets"})

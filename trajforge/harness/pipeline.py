@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trajforge._compat import moved_names
 from trajforge.envs import Environment, env_toolset, make_env
 from trajforge.envs.toolsets import KNOWN
 from trajforge.harness.loop import Episode, HarnessConfig
@@ -309,3 +310,6 @@ def sql_research_pipeline(gatherer: Any, analyst: Any, writer: Any) -> Pipeline:
              instructions="You submit final answers.",
              prompt="Question: {task}\nThe analyst's selection: {input}\nSubmit the answer."),
     ))
+
+
+__getattr__ = moved_names(__name__, {"env_class": "trajforge.envs.registry"})

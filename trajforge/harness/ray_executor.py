@@ -23,6 +23,7 @@ import asyncio
 import itertools
 from typing import Any
 
+from trajforge._compat import moved_names
 from trajforge.envs.toolsets import KNOWN
 from trajforge.harness.executor import AsyncioExecutor, EnvFactory, EnvFault, Executed, default_env_factory
 from trajforge.schema import Task, ToolCall, Toolset, Verdict
@@ -162,3 +163,6 @@ class RayExecutor:
         for actor in self.actors:
             self._ray.kill(actor)
         self.actors = []
+
+
+__getattr__ = moved_names(__name__, {"Toolsets": "trajforge.envs.toolsets"})

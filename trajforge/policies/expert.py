@@ -9,6 +9,7 @@ them); a task without any gets a neutral sentence naming the call.
 
 from __future__ import annotations
 
+from trajforge._compat import moved_names
 from trajforge.parse import Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
 
@@ -35,3 +36,6 @@ class ExpertPolicy:
             text = self.dialect.render_assistant(why, [call])
             out.append(Generation(text=text))
         return out
+
+
+__getattr__ = moved_names(__name__, {"reasoning_for": "trajforge.envs.sql.tasks"})

@@ -40,6 +40,7 @@ import httpx
 import json_repair
 from pydantic import BaseModel, Field
 
+from trajforge._compat import moved_names
 from trajforge.envs import env_class, env_spec, env_toolset, make_env
 from trajforge.envs.answers import answers_match
 from trajforge.schema import Split, Task, Tier
@@ -430,3 +431,6 @@ __all__ = [
     "ChatClient", "ChatFailure", "LLMConfig", "LLMUnavailable", "Proposal", "build_candidate",
     "claim_agrees", "parse_proposal", "synthesis_messages", "synthesize_llm",
 ]
+
+
+__getattr__ = moved_names(__name__, {"SQL_TOOL": "trajforge.envs.sql.tiering"})
