@@ -175,6 +175,26 @@ def test_role_view_is_one_roles_training_sample():
     assert "submit_answer" not in tok.decode(sample.input_ids)
 
 
+def test_a_role_view_is_stored_with_its_own_toolset(tmp_path):
+    from trajforge.envs import toolset_for
+    from trajforge.grade import graded
+    from trajforge.store import TrajectoryStore
+
+    pipe = sql_research_pipeline(ScriptedPolicy(gatherer, name="g"), ScriptedPolicy(analyst, name="a"),
+                                 ScriptedPolicy(writer, name="w"))
+    [t] = run_pipeline(simple_tasks(1), pipe)
+    views = [graded(pipe.role_view(t, r.name)) for r in pipe.roles]
+    TrajectoryStore(tmp_path).append(views[0])
+    TrajectoryStore(tmp_path).append(views[2])
+    stored = TrajectoryStore(tmp_path)
+    back = {v.toolset_fingerprint: v for v in stored.read()}
+    assert sorted(stored.toolsets.fingerprints()) == sorted(back)  # one toolset file per role view
+    gather = toolset_for(views[0].toolset_fingerprint)
+    assert gather == pipe.toolset("gatherer") and "handoff" in gather.names
+    assert gather.instructions == pipe.role("gatherer").instructions == views[0].messages[0].content
+    assert toolset_for(views[2].toolset_fingerprint).names == ["submit_answer"]
+
+
 @pytest.mark.parametrize("roles,message", [
     ([dict(name="a", tools=("drop_db",))], "lacks"),
     ([dict(name="a", output=Selection)], "is last"),
