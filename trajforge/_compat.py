@@ -57,6 +57,12 @@ MOVED: dict[str, tuple[str, ...]] = {
 """Old module path → the modules (first match wins) where its names live now."""
 
 
+ENV_MODULE_NAMES: dict[str, str] = {
+    "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base", "Verdict": "trajforge.schema",
+    "Task": "trajforge.schema"}
+"""Names every 0.1 environment module re-exported from where they are defined."""
+
+
 def _warn(old: str, new: str) -> None:
     warnings.warn(f"{old} is deprecated and will be removed in trajforge 0.3; use {new}",
                   DeprecationWarning, stacklevel=3)

@@ -24,7 +24,11 @@ no step references); 2 adds typed verdicts, references, ``Step.native`` and the 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from pydantic import (BaseModel, SerializationInfo, SerializerFunctionWrapHandler, ValidationInfo,
+                      model_serializer, model_validator)
 
 from trajforge._version import __version__
 
@@ -58,6 +62,26 @@ def record_format(data: dict[str, Any], what: str) -> int:
             f"{data.get('trajforge_version') or '?'}, but trajforge {__version__} reads formats up "
             f"to {FORMAT}: upgrade trajforge to read it (pip install -U trajforge)")
     return fmt
+
+
+class StoredRecord(BaseModel):
+    """Base of the shapes stored one per line (``Task``, ``Trajectory``): reading goes through the
+    class's ``reader`` (upgrades, refusals, expansion), the JSON form through its ``writer``. It
+    has no fields, so each record keeps its own field order (readers rely on ``task_id`` first)."""
+
+    reader: ClassVar[Callable[[dict[str, Any], bool], dict[str, Any]]]
+    writer: ClassVar[Callable[[dict[str, Any]], dict[str, Any]]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any, info: ValidationInfo) -> Any:
+        stored = bool(info.context and info.context.get("stored"))
+        return cls.reader(data, stored) if isinstance(data, dict) else data
+
+    @model_serializer(mode="wrap")
+    def _write(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        data = handler(self)
+        return type(self).writer(data) if info.mode_is_json() else data
 
 
 def stamped(data: dict[str, Any]) -> dict[str, Any]:

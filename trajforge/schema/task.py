@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler,
-                      ValidationInfo, model_serializer, model_validator)
+from pydantic import ConfigDict, Field
 
 from trajforge._version import __version__
 from trajforge.schema import records
@@ -15,7 +14,7 @@ Tier = Literal["easy", "medium", "hard"]
 Split = Literal["train", "test", "heldout"]
 
 
-class Task(BaseModel):
+class Task(records.StoredRecord):
     """A task as stored in a task pool (one JSONL line)."""
 
     model_config = ConfigDict(frozen=True)
@@ -54,13 +53,5 @@ class Task(BaseModel):
     trajforge_version: str = __version__
     """trajforge version that wrote the record ("" when it predates the field)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read(cls, data: Any, info: ValidationInfo) -> Any:
-        stored = bool(info.context and info.context.get("stored"))
-        return records.read_task(data, stored) if isinstance(data, dict) else data
-
-    @model_serializer(mode="wrap")
-    def _write(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        data = handler(self)
-        return records.stamped(data) if info.mode_is_json() else data
+    reader = staticmethod(records.read_task)
+    writer = staticmethod(records.stamped)

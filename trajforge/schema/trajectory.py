@@ -15,8 +15,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler,
-                      ValidationInfo, model_serializer, model_validator)
+from pydantic import BaseModel, ConfigDict, Field
 
 from trajforge._version import __version__
 from trajforge.schema import records
@@ -231,7 +230,7 @@ class Rescue(BaseModel):
     """The failing steps that were rolled back (kept for analysis, not part of ``steps``)."""
 
 
-class Trajectory(BaseModel):
+class Trajectory(records.StoredRecord):
     """One episode of one policy on one task (stored as one JSON line; see the module docstring)."""
 
     task_id: str
@@ -279,16 +278,7 @@ class Trajectory(BaseModel):
     trajforge_version: str = __version__
     """trajforge version that wrote the record ("" when it predates the field)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read(cls, data: Any, info: ValidationInfo) -> Any:
-        # Upgrades older formats, refuses newer ones, expands on-disk references into messages.
-        stored = bool(info.context and info.context.get("stored"))
-        return records.read_trajectory(data, stored) if isinstance(data, dict) else data
-
-    @model_serializer(mode="wrap")
-    def _write(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        data = handler(self)
-        if info.mode_is_json():  # stored form: this version's stamp, each fact once
-            return records.write_trajectory(data)
-        return data
+    # Reading upgrades older formats, refuses newer ones and expands references into messages;
+    # the JSON form is stamped and writes each fact of a step once.
+    reader = staticmethod(records.read_trajectory)
+    writer = staticmethod(records.write_trajectory)

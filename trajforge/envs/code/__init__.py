@@ -5,7 +5,7 @@
 sandbox-run references).
 """
 
-from trajforge._compat import moved_names
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.code.env import CodeEnv
 from trajforge.envs.code.tasks import generate_code_tasks
 from trajforge.envs.registry import EnvSpec
@@ -20,5 +20,4 @@ __getattr__ = moved_names(__name__, {
         "HiddenTests", "MAX_FILE_BYTES", "MAX_WORKDIR_BYTES", "MAX_WORKDIR_ENTRIES", "RUNNER", "SHOWN_FAILURES",
         "TestCase", "TestReport", "judge", "same_value")},
     **{n: "trajforge.envs.sandbox" for n in ("RunResult", "Sandbox", "SandboxLimits")},
-    "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base", "Verdict": "trajforge.schema",
-    "Task": "trajforge.schema"})
+    **ENV_MODULE_NAMES})

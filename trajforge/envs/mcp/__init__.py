@@ -4,14 +4,12 @@ No class to write; see ``env`` for the conventions and the trust note (loading o
 module). They go through the same registry as every environment (``env_spec("mcp:...")``).
 """
 
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.mcp.env import (HOOKS, PREFIX, Implementation, McpEnv, check_implementation, load_module,
                                     mcp_env_class, mcp_spec, read_tool_list)
 
 __all__ = ["HOOKS", "PREFIX", "Implementation", "McpEnv", "check_implementation", "load_module", "mcp_env_class",
            "mcp_spec", "read_tool_list"]
 
-from trajforge._compat import moved_names  # noqa: E402 - the deprecated names come last
-
-__getattr__ = moved_names(__name__, {
-    "answers_match": "trajforge.envs.answers", "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base",
-    "Verdict": "trajforge.schema", "Task": "trajforge.schema", "ToolSpec": "trajforge.schema", "Toolset": "trajforge.schema"})
+__getattr__ = moved_names(__name__, {"answers_match": "trajforge.envs.answers", "ToolSpec": "trajforge.schema",
+                                     "Toolset": "trajforge.schema", **ENV_MODULE_NAMES})

@@ -6,7 +6,7 @@ SQLite file and questions), ``tiering`` (tiers from query structure). The databa
 ``trajforge.envs.sqldb`` (seeded, generated on first use).
 """
 
-from trajforge._compat import moved_names
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.tasks import generate_sql_tasks, reasoning_for
@@ -22,5 +22,4 @@ __getattr__ = moved_names(__name__, {
         "CELL_CHARS", "COUNT_LIMIT", "MAX_VALUE_BYTES", "format_cell", "quote_ident", "read_result", "render_rows",
         "result_contains", "typed_cell")},
     "QueryResult": "trajforge.envs.sql.env:SqlResult", "answers_match": "trajforge.envs.answers",
-    "ensure_db": "trajforge.envs.sqldb", "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base",
-    "Verdict": "trajforge.schema", "Task": "trajforge.schema"})
+    "ensure_db": "trajforge.envs.sqldb", **ENV_MODULE_NAMES})

@@ -5,7 +5,7 @@ flights, hotels, weather), ``tasks`` (booking templates whose plans run against 
 through the tools, held-out cities, days, templates and tool combinations).
 """
 
-from trajforge._compat import moved_names
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
 from trajforge.envs.travel.env import TravelEnv
 from trajforge.envs.travel.tasks import generate_travel_tasks
@@ -21,5 +21,4 @@ __getattr__ = moved_names(__name__, {
         "read_flights", "read_hotels")},
     **{n: "trajforge.envs.travel.catalog" for n in ("CURRENCY", "Catalog", "City", "Flight", "Hotel", "catalog",
                                                      "day_range")},
-    "Environment": "trajforge.envs.base", "ToolError": "trajforge.envs.base", "Verdict": "trajforge.schema",
-    "Task": "trajforge.schema"})
+    **ENV_MODULE_NAMES})

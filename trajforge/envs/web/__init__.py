@@ -5,7 +5,7 @@ catalog, per-session state, pages, server, goals), ``templates`` and ``tasks`` (
 replayed and verified shopping and booking tasks).
 """
 
-from trajforge._compat import moved_names
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
 from trajforge.envs.web.env import WebEnv
 from trajforge.envs.web.tasks import generate_web_tasks
@@ -22,5 +22,4 @@ __getattr__ = moved_names(__name__, {
     **{n: "trajforge.envs.web.shop.goals" for n in ("BookingGoal", "OrderGoal")},
     **{n: "trajforge.envs.web.shop.page" for n in ("Element", "Page", "parse_page")},
     **{n: "trajforge.envs.web.shop.server" for n in ("COOKIE", "ShopServer", "shared_server")},
-    "SessionState": "trajforge.envs.web.shop.state", "Environment": "trajforge.envs.base",
-    "ToolError": "trajforge.envs.base", "Verdict": "trajforge.schema", "Task": "trajforge.schema"})
+    "SessionState": "trajforge.envs.web.shop.state", **ENV_MODULE_NAMES})
