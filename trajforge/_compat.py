@@ -25,11 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 MOVED: dict[str, tuple[str, ...]] = {
-    "trajforge.tasks.sql": ("trajforge.envs.sql.tasks", "trajforge.envs.sql.env", "trajforge.tasks.templates",
+    "trajforge.tasks.sql": ("trajforge.envs.sql.tasks", "trajforge.envs.sql.env", "trajforge.envs.sql.results",
+                            "trajforge.tasks.templates",
                             "trajforge.envs.sqldb", "trajforge.tasks.verify", "trajforge.tasks.pool",
                             "trajforge.schema"),
-    "trajforge.tasks.byo_sql": ("trajforge.envs.sql.byo", "trajforge.tasks.pool", "trajforge.schema"),
-    "trajforge.tasks.travel": ("trajforge.envs.travel.tasks", "trajforge.envs.travel.env",
+    "trajforge.tasks.byo_sql": ("trajforge.envs.sql.byo", "trajforge.envs.sql.results", "trajforge.tasks.pool",
+                                "trajforge.schema"),
+    "trajforge.tasks.travel": ("trajforge.envs.travel.tasks", "trajforge.envs.travel.plans", "trajforge.envs.travel.env",
                                "trajforge.envs.travel.catalog", "trajforge.tasks.templates",
                                "trajforge.tasks.verify", "trajforge.tasks.splits", "trajforge.tasks.pool",
                                "trajforge.schema"),
@@ -41,7 +43,8 @@ MOVED: dict[str, tuple[str, ...]] = {
                                       "trajforge.envs.web.env", "trajforge.envs.web.shop.catalog",
                                       "trajforge.envs.web.shop.goals", "trajforge.envs.web.shop.site",
                                       "trajforge.envs.web.shop.state", "trajforge.schema"),
-    "trajforge.tasks.code": ("trajforge.envs.code.tasks", "trajforge.envs.code.env", "trajforge.tasks.templates",
+    "trajforge.tasks.code": ("trajforge.envs.code.tasks", "trajforge.envs.code.templates", "trajforge.envs.code.env",
+                             "trajforge.tasks.templates",
                              "trajforge.tasks.verify", "trajforge.tasks.pool", "trajforge.schema"),
     "trajforge.harness.collect": ("trajforge.harness.concurrent", "trajforge.harness.executor",
                                   "trajforge.harness.events", "trajforge.harness.loop", "trajforge.schema"),

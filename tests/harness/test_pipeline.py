@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from tests.tiny import build_tiny_model
-from trajforge.envs.sql.env import read_result
+from trajforge.envs.sql.results import read_result
 from trajforge.grade import graded
 from trajforge.harness.pipeline import (HANDOFF, Pipeline, Role, Selection, role_view, run_pipeline,
                                         sql_research_pipeline)

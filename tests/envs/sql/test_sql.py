@@ -11,15 +11,9 @@ import pytest
 
 from trajforge.envs import make_env
 from trajforge.envs.base import ToolError
-from trajforge.envs.sql.env import (
-    COUNT_LIMIT,
-    SqlEnv,
-    _authorize,
-    answers_match,
-    format_cell,
-    read_result,
-    render_rows,
-)
+from trajforge.envs.answers import answers_match
+from trajforge.envs.sql.env import SqlEnv, _authorize
+from trajforge.envs.sql.results import COUNT_LIMIT, format_cell, read_result, render_rows
 from trajforge.envs.sqldb import CATEGORIES, CITIES, build_db, ensure_db
 from trajforge.schema import Task, ToolCall
 

@@ -10,7 +10,7 @@ from trajforge.envs.travel.env import FlightRow
 from trajforge.harness import run_episodes
 from trajforge.policies.expert import ExpertPolicy
 from trajforge.schema import ToolCall
-import trajforge.envs.travel.tasks as travel
+import trajforge.envs.travel.plans as plans
 from trajforge.tasks import read_tasks, synthesize, write_tasks
 from trajforge.tasks.splits import combo_report, leaks, tool_combo
 from trajforge.envs.travel.tasks import (
@@ -20,8 +20,8 @@ from trajforge.envs.travel.tasks import (
     generate_travel_tasks,
     heldout_values,
     plan_tier,
-    replay_reference,
 )
+from trajforge.tasks.verify import replay_reference
 
 HELDOUT_ONLY = {t.id for t in TEMPLATES if t.heldout_only}
 
@@ -112,14 +112,14 @@ def test_generation_is_deterministic_and_round_trips_jsonl(tmp_path):
 
 
 def test_a_tool_path_that_disagrees_with_the_catalog_is_dropped(monkeypatch):
-    real = travel.read_flights
+    real = plans.read_flights
 
     def misread(text):  # an agent-side parser that gets prices backwards
         rows = real(text)
         return [FlightRow(r.id, r.carrier, r.depart, r.arrive, 10_000 - r.price, r.seats)
                 for r in rows]
 
-    monkeypatch.setattr(travel, "read_flights", misread)
+    monkeypatch.setattr(plans, "read_flights", misread)
     report = generate_travel_tasks(30, seed=4)
     assert report.dropped.get("verifier_rejected", 0) > 0
     for t in report.tasks:  # whatever survived still verifies

@@ -18,8 +18,8 @@ SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, tier=plan_ti
 __all__ = ["SPEC", "SqlEnv"]
 
 __getattr__ = moved_names(__name__, {
-    **{n: "trajforge.envs.sql.env" for n in (
-        "CELL_CHARS", "COUNT_LIMIT", "MAX_VALUE_BYTES", "format_cell", "quote_ident", "read_result", "render_rows",
-        "result_contains", "typed_cell")},
+    **{n: "trajforge.envs.sql.results" for n in (
+        "CELL_CHARS", "COUNT_LIMIT", "format_cell", "read_result", "render_rows", "result_contains", "typed_cell")},
+    "MAX_VALUE_BYTES": "trajforge.envs.sql.env", "quote_ident": "trajforge.envs.sql.env",
     "QueryResult": "trajforge.envs.sql.env:SqlResult", "answers_match": "trajforge.envs.answers",
     "ensure_db": "trajforge.envs.sqldb", **ENV_MODULE_NAMES})

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from trajforge.envs.sql.env import SqlEnv, read_result
+from trajforge.envs.sql.env import SqlEnv
+from trajforge.envs.sql.results import read_result
 from trajforge.schema import Split, Task, ToolCall
 from trajforge.tasks.dedup import normalize_prompt
 from trajforge.tasks.pool import Rejection, SynthReport

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from trajforge.envs.sql.env import SqlEnv, read_result
+from trajforge.envs.sql.env import SqlEnv
+from trajforge.envs.sql.results import read_result
 from trajforge.envs.sqldb import CITIES, COUNTRIES, PRODUCTS
 from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES
 from trajforge.schema import Split, Task, Tier, ToolCall
