@@ -8,14 +8,8 @@ import pytest
 
 from tests.conftest import require_system
 from trajforge.envs import make_env
-from trajforge.envs.code.env import (
-    MAX_WORKDIR_BYTES,
-    CodeEnv,
-    HiddenTests,
-    TestReport,
-    judge,
-    same_value,
-)
+from trajforge.envs.code.env import MAX_WORKDIR_BYTES, CodeEnv
+from trajforge.envs.code.hidden import HiddenTests, TestReport, judge, same_value
 from trajforge.envs.sandbox import RunResult, SandboxLimits
 from trajforge.schema import Task, ToolCall
 

@@ -6,7 +6,8 @@ import pytest
 
 from trajforge.envs import env_class, make_env
 from trajforge.envs.base import ToolError
-from trajforge.envs.travel.env import TravelEnv, read_bookings, read_flights, read_hotels
+from trajforge.envs.travel.env import TravelEnv
+from trajforge.envs.travel.formats import read_bookings, read_flights, read_hotels
 from trajforge.envs.travel.catalog import CITIES, Catalog, catalog, day_range
 from trajforge.schema import Task, ToolCall
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from trajforge.envs.travel.env import FlightRow
+from trajforge.envs.travel.formats import FlightRow
 from trajforge.harness import run_episodes
 from trajforge.policies.expert import ExpertPolicy
 from trajforge.schema import ToolCall

@@ -16,8 +16,8 @@ SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks,
 __all__ = ["SPEC", "CodeEnv"]
 
 __getattr__ = moved_names(__name__, {
-    **{n: "trajforge.envs.code.env" for n in (
-        "HiddenTests", "MAX_FILE_BYTES", "MAX_WORKDIR_BYTES", "MAX_WORKDIR_ENTRIES", "RUNNER", "SHOWN_FAILURES",
-        "TestCase", "TestReport", "judge", "same_value")},
+    **{n: "trajforge.envs.code.env" for n in ("MAX_FILE_BYTES", "MAX_WORKDIR_BYTES", "MAX_WORKDIR_ENTRIES")},
+    **{n: "trajforge.envs.code.hidden" for n in (
+        "HiddenTests", "RUNNER", "SHOWN_FAILURES", "TestCase", "TestReport", "judge", "same_value")},
     **{n: "trajforge.envs.sandbox" for n in ("RunResult", "Sandbox", "SandboxLimits")},
     **ENV_MODULE_NAMES})

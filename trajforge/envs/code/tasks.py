@@ -26,7 +26,7 @@ import json
 import random
 from typing import Any
 
-from trajforge.envs.code.env import HiddenTests, TestCase
+from trajforge.envs.code.hidden import HiddenTests, TestCase
 from trajforge.envs.code.templates import TEMPLATES, TEMPLATES_BY_ID, Param, Template
 from trajforge.schema import Split, Task, ToolCall
 from trajforge.tasks.pool import SynthReport

@@ -16,9 +16,9 @@ SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks,
 __all__ = ["SPEC", "TravelEnv"]
 
 __getattr__ = moved_names(__name__, {
-    **{n: "trajforge.envs.travel.env" for n in (
-        "Booking", "BookingRow", "FlightRow", "HotelRow", "MAX_NAME", "MAX_NIGHTS", "booking_key", "read_bookings",
-        "read_flights", "read_hotels")},
+    **{n: "trajforge.envs.travel.env" for n in ("Booking", "MAX_NAME", "MAX_NIGHTS", "booking_key")},
+    **{n: "trajforge.envs.travel.formats" for n in (
+        "BookingRow", "FlightRow", "HotelRow", "read_bookings", "read_flights", "read_hotels")},
     **{n: "trajforge.envs.travel.catalog" for n in ("CURRENCY", "Catalog", "City", "Flight", "Hotel", "catalog",
                                                      "day_range")},
     **ENV_MODULE_NAMES})

@@ -14,7 +14,7 @@ cancelled, and ``finish`` called. The expected bookings were computed by the tas
 from the catalog and cross-checked against an executed reference plan, so "constraints met"
 (price cap, departure time, stars, cheapest) is exactly "these items booked".
 
-Tool output formats (``read_flights`` / ``read_hotels`` / ``read_bookings`` parse them back)::
+Tool output formats (``formats.py``: ``read_flights`` / ``read_hotels`` / ``read_bookings`` parse them back)::
 
     Flights from Beijing to Shanghai on 2026-12-03 (3):
     CA1375-1203 | Air China | 07:35-09:30 | 1130 CNY | 12 seats left
@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import date, timedelta
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -392,71 +392,3 @@ def _describe(key: tuple[str, str, str, int, str]) -> str:
     kind, item, day, nights, name = key
     stay = f" for {nights} nights" if kind == "hotel" else ""
     return f"{kind} {item} on {day}{stay} for {name}"
-
-
-# ---- reading tool output back ---------------------------------------------------------------
-
-class FlightRow(NamedTuple):
-    id: str
-    carrier: str
-    depart: str
-    arrive: str
-    price: int
-    seats: int
-    """0 when sold out."""
-
-
-class HotelRow(NamedTuple):
-    id: str
-    name: str
-    stars: int
-    total: int
-    rooms: int
-    """0 when sold out."""
-
-
-class BookingRow(NamedTuple):
-    id: str
-    kind: str
-    item: str
-    detail: str
-    name: str
-    status: str
-
-
-def _rows(text: str, columns: int) -> list[list[str]]:
-    """The ``a | b | c`` lines of a tool result (header and notes skipped)."""
-    cells = [line.split(" | ") for line in text.splitlines()]
-    return [c for c in cells if len(c) == columns]
-
-
-def _count(cell: str) -> int:
-    return 0 if cell == "sold out" else int(cell.split()[0])
-
-
-def read_flights(text: str) -> list[FlightRow]:
-    """Parse ``search_flights`` output."""
-    out = []
-    for fid, carrier, times, price, seats in _rows(text, 5):
-        depart, _, arrive = times.partition("-")
-        out.append(FlightRow(fid, carrier, depart, arrive, int(price.split()[0]), _count(seats)))
-    return out
-
-
-def read_hotels(text: str) -> list[HotelRow]:
-    """Parse ``search_hotels`` output."""
-    return [HotelRow(hid, name, int(stars.split()[0]), int(total.split()[0]), _count(rooms))
-            for hid, name, stars, total, rooms in _rows(text, 5)]
-
-
-def read_bookings(text: str) -> list[BookingRow]:
-    """Parse ``list_bookings`` output."""
-    out = []
-    for bid, what, detail, name, _price, status in _rows(text, 6):
-        kind, _, item = what.partition(" ")
-        out.append(BookingRow(bid, kind, item, detail, name, status))
-    return out
-
-
-__all__ = ["Booking", "BookingRow", "FlightRow", "HotelRow", "TravelEnv", "booking_key",
-           "read_bookings", "read_flights", "read_hotels"]

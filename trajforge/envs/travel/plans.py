@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from trajforge.envs.travel.catalog import Catalog
-from trajforge.envs.travel.env import BookingRow, FlightRow, HotelRow, read_bookings, read_flights, read_hotels
+from trajforge.envs.travel.formats import BookingRow, FlightRow, HotelRow, read_bookings, read_flights, read_hotels
 from trajforge.tasks.templates import Drop, Recorder
 
 
