@@ -135,5 +135,17 @@ app.command("report")(report_cmd.report)
 app.command("view")(view_cmd.view)
 app.command("migrate")(migrate_cmd.migrate)
 
+def main() -> None:
+    """The ``trajforge`` console script: the app, plus a clear message (not a traceback) when a
+    store or pool was written by a newer trajforge than this one."""
+    from trajforge.schema import NewerFormatError
+
+    try:
+        app()
+    except NewerFormatError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        raise SystemExit(2) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()
