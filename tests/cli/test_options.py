@@ -92,3 +92,22 @@ def test_options_machinery_refuses_mistakes(section):
         with pytest.raises(ValueError, match="--turns is both a hand-written option"):
             @with_configs(knobs=Knobs)
             def cmd(turns: int = typer.Option(8, "--turns"), knobs: Knobs = None): ...
+
+
+def test_a_config_file_fills_what_the_flags_leave_at_their_defaults(tmp_path: Path):
+    seen: list[tuple[Knobs, HarnessConfig]] = []
+    mini = typer.Typer()
+
+    @mini.command()
+    @with_configs(config_file=True, knobs=Knobs, harness=HarnessConfig)
+    def run(knobs: Knobs = None, harness: HarnessConfig = None) -> None:
+        seen.append((knobs, harness))
+
+    (tmp_path / "c.toml").write_text("[knobs]\nturns = 5\nrate = 0.1\n[harness]\nmax_turns = 12\n")
+    runner = CliRunner()
+    res = runner.invoke(mini, ["--config", str(tmp_path / "c.toml"), "--rate", "0.9"])
+    assert res.exit_code == 0, res.output
+    assert seen[-1] == (Knobs(turns=5, rate=0.9), HarnessConfig(max_turns=12))  # the flag wins over the file
+    (tmp_path / "bad.toml").write_text("[knobs]\nturn = 5\n")
+    res = runner.invoke(mini, ["--config", str(tmp_path / "bad.toml")])
+    assert res.exit_code == 2 and "no option 'turn'" in res.output

@@ -15,8 +15,11 @@ default is the field's default and whose help is the first sentence of the field
 ``Options`` narrows or renames what is generated: ``only=`` / ``exclude=`` (field names),
 ``flags=`` ({field: "--flag"}), ``partial=True`` (the command gets a dict of the given values, for
 configs whose required fields it supplies itself). A value the config rejects exits with code 2
-and names the flag. ``Options(SFTConfig, exclude=("seed",))`` on a train command is all it takes
-to adopt this; ``--config FILE.toml`` can then fill the same configs (its keys are field names).
+and names the flag. ``with_configs(config_file=True, ...)`` adds ``--config FILE.toml``: a table
+per section (``[sft]``, ``[harness]``; top-level keys when there is one section) whose keys are
+field names; a flag given on the command line wins over the file, the file over the default.
+``@with_configs(config_file=True, cfg=Options(SFTConfig))`` on a train command is all it takes
+to adopt this.
 
 ``check_defaults(command)`` lists every option of a command whose default differs from the
 config field it stands for — generated ones by construction never do; a hand-written option that
@@ -29,10 +32,12 @@ import ast
 import functools
 import inspect
 import textwrap
+import tomllib
 import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 import typer
@@ -69,7 +74,11 @@ class Options:
         return self.flags.get(name, "--" + name.replace("_", "-"))
 
 
-def with_configs(**sections: type[BaseModel] | Options) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+CONFIG_PARAM = "config_file__"
+
+
+def with_configs(config_file: bool = False,
+                 **sections: type[BaseModel] | Options) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a typer command so the parameters named in ``sections`` become config objects
     built from generated options (see the module docstring)."""
     specs = {k: v if isinstance(v, Options) else Options(v) for k, v in sections.items()}
@@ -96,11 +105,21 @@ def with_configs(**sections: type[BaseModel] | Options) -> Callable[[Callable[..
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
+            from_file = _read_config(kwargs.pop(CONFIG_PARAM, None), specs)
             for section, spec in specs.items():
                 values = {n: kwargs.pop(f"{section}__{n}") for n in spec.fields()}
+                for name, value in from_file.get(section, {}).items():
+                    if name not in values:
+                        _fail(f"--config: {spec.config.__name__} has no option {name!r} here")
+                    if values[name] == field_default(spec.config, name):  # a flag given wins
+                        values[name] = value
                 kwargs[section] = values if spec.partial else _build(spec, values)
             return fn(**kwargs)
 
+        if config_file:
+            generated.append(inspect.Parameter(
+                CONFIG_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
+                default=typer.Option(None, "--config", help="TOML file with these settings (flags win over it)")))
         # Options without defaults must come first in a Python signature; typer keeps their order.
         params = own + generated
         params.sort(key=lambda p: p.default is inspect.Parameter.empty)
@@ -113,14 +132,34 @@ def with_configs(**sections: type[BaseModel] | Options) -> Callable[[Callable[..
     return decorate
 
 
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
 def _build(spec: Options, values: dict[str, Any]) -> BaseModel:
     try:
         return spec.config(**values)
     except ValidationError as e:
-        problems = "; ".join(f"{spec.flag(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
-                             for err in e.errors())
-        typer.echo(f"error: {problems}", err=True)
-        raise typer.Exit(2) from None
+        _fail("; ".join(f"{spec.flag(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
+                        for err in e.errors()))
+        raise AssertionError("unreachable") from None
+
+
+def _read_config(path: Path | None, specs: dict[str, Options]) -> dict[str, dict[str, Any]]:
+    """``{section: {field: value}}`` from a ``--config`` TOML file ({} without one)."""
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        _fail(f"--config {path}: {e}")
+    if len(specs) == 1 and not (set(data) & set(specs)):
+        data = {next(iter(specs)): data}  # one section: its fields may stand at the top level
+    unknown = sorted(set(data) - set(specs))
+    if unknown:
+        _fail(f"--config {path}: no section {unknown[0]!r} (sections: {', '.join(specs)})")
+    return data
 
 
 def _parameter(param: str, spec: Options, name: str, flag: str) -> inspect.Parameter:
