@@ -28,7 +28,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 from trajforge._compat import moved_names
 from trajforge.envs import Environment, make_env
-from trajforge.envs.toolsets import KNOWN, class_toolset
+from trajforge.envs.toolsets import class_toolset
 from trajforge.schema import Task, ToolCall, ToolResult, Toolset, Verdict
 
 EnvFactory = Callable[[Task], Environment]
