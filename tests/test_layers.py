@@ -1,7 +1,7 @@
 """The layers hold: imports point one way, and collection and grading never load torch.
 
 The allowed arrows are DESIGN.md's (folders are layers), with the rule for environment folders:
-``envs/<name>/`` is a plugin whose generator modules (``tasks``, ``byo``, ``templates``,
+``envs/<name>/`` is a plugin whose generator modules (``tasks``, ``byo``, ``templates``, ``plans``,
 ``tiering``) build on the generic ``trajforge.tasks``, while the environment itself (``env.py``,
 its world) and the rest of ``envs`` stay below ``tasks``; the generic ``tasks`` never imports a
 particular environment (it reaches them through the registry).
@@ -39,7 +39,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 SHARED = {"_compat", "_version"}
 """Root modules every layer may use (deprecation shims, the version stamp)."""
-GENERATOR_MODULES = {"tasks", "byo", "templates", "tiering"}
+GENERATOR_MODULES = {"tasks", "byo", "templates", "plans", "tiering"}
 TORCH_FREE = ("schema", "parse", "envs", "tasks", "harness", "store", "grade")
 HEAVY = ("torch", "transformers", "peft")
 
