@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import time
 
-from trajforge.envs.code import CodeEnv
+from trajforge.envs.code.env import CodeEnv
 from trajforge.envs.sandbox import Sandbox, check_sandbox
 from trajforge.envs.workdir import make_workdir, remove_workdir
 from trajforge.schema import Task, ToolCall

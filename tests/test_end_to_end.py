@@ -76,6 +76,7 @@ def test_adapter_refuses_other_toolset(run):
     meta_path = d / "adapter" / ADAPTER_META
     meta = json.loads(meta_path.read_text())
     meta["toolset_fingerprint"] = "0" * 16
+    meta["toolset_fingerprints"] = ["0" * 16]
     bad = d / "bad_adapter"
     bad.mkdir()
     for f in (d / "adapter").iterdir():

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_system
-from trajforge.envs.code import CodeEnv
+from trajforge.envs.code.env import CodeEnv
 from trajforge.envs.sandbox import RunResult, Sandbox, SandboxLimits
 from trajforge.envs.workdir import make_workdir, remove_workdir
 from trajforge.schema import Task, ToolCall

@@ -124,10 +124,10 @@ def test_pass_at_k_column_for_sampled_policies(run_dir):
     base = [t for t in run_dir.episodes if t.policy == "base"]
     tuned = [t for t in run_dir.episodes if t.policy == "tuned"]
     # Two samples per task for "sampled": the first solves nothing, the second solves every task.
-    first = [t.model_copy(update={"policy": "sampled", "outcome": t.outcome.model_copy(update={"correct": False})})
+    first = [t.model_copy(update={"policy": "sampled", "outcome": t.outcome.model_copy(update={"tier": "failed", "fail_reason": "wrong_answer"})})
              for t in base]
     second = [t.model_copy(update={"policy": "sampled", "sample": 1,
-                                   "outcome": t.outcome.model_copy(update={"correct": True})}) for t in base]
+                                   "outcome": t.outcome.model_copy(update={"tier": "success", "fail_reason": None})}) for t in base]
     stats = {"tuned": policy_stats(tuned), "sampled": policy_stats(first + second)}
     html = _summary_table(stats, None)
     assert "<th>pass@k</th>" in html and "@1 50% · @2 100%" in html

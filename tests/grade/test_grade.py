@@ -46,7 +46,7 @@ def test_recovered_after_tool_error():
     ([Step(index=0, raw="hi", errors=[CallError(kind="no_call", message="m")])] * 3, {}, "max_errors", "no_call"),
     ([Step(index=0, raw="", errors=[CallError(kind="invalid_args", message="m")])], {}, "max_errors", "invalid_args"),
     ([Step(index=0, raw="", errors=[CallError(kind="unknown_tool", message="m")])], {}, "max_errors", "unknown_tool"),
-    ([Step(index=0, raw="", errors=[CallError(kind="malformed", message="m")])], {}, "max_errors", "malformed_call"),
+    ([Step(index=0, raw="", errors=[CallError(kind="malformed", message="m")])], {}, "max_errors", "malformed"),
     ([ok_step(i) for i in range(8)], {}, "max_turns", "max_turns"),
 ])
 def test_fail_reasons(steps, verdict, end, reason):

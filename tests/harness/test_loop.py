@@ -22,7 +22,7 @@ def test_expert_solves_every_task_with_real_results():
     pool = tasks()
     trajs = run_episodes(pool, ExpertPolicy())
     assert len(trajs) == len(pool)
-    assert all(t.verdict["correct"] for t in trajs), [t.verdict for t in trajs if not t.verdict["correct"]]
+    assert all(t.verdict.correct for t in trajs), [t.verdict for t in trajs if not t.verdict.correct]
     t = trajs[0]
     assert t.end == "submitted" and t.messages[0].role == "system" and t.messages[1].content == pool[0].prompt
     # Tool messages hold the environment's real output.
@@ -39,7 +39,7 @@ def test_errors_are_fed_back_and_episode_recovers():
     script += [call(c.name, **c.arguments) for c in ref]
     pol = ScriptedPolicy(script)
     [t] = run_episodes([task], pol, HarnessConfig(max_turns=12, max_consecutive_errors=5))
-    assert t.verdict["correct"] and t.end == "submitted"
+    assert t.verdict.correct and t.end == "submitted"
     kinds = [e.kind for s in t.steps for e in s.errors]
     assert kinds == ["no_call", "unknown_tool", "invalid_args"]
     tool_msgs = [m.content for m in t.messages if m.role == "tool"]
@@ -52,7 +52,7 @@ def test_errors_are_fed_back_and_episode_recovers():
 
 def test_consecutive_errors_end_the_episode():
     [t] = run_episodes(tasks()[:1], ScriptedPolicy(["no tools here"]), HarnessConfig(max_consecutive_errors=2))
-    assert t.end == "max_errors" and len(t.steps) == 2 and not t.verdict["submitted"]
+    assert t.end == "max_errors" and len(t.steps) == 2 and not t.verdict.submitted
 
 
 def test_max_turns():

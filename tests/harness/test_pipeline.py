@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from tests.tiny import build_tiny_model
-from trajforge.envs.sql import read_result
+from trajforge.envs.sql.results import read_result
 from trajforge.grade import graded
 from trajforge.harness.pipeline import (HANDOFF, Pipeline, Role, Selection, role_view, run_pipeline,
                                         sql_research_pipeline)
@@ -68,7 +68,7 @@ def test_three_roles_solve_tasks_in_one_trajectory_each():
     trajs = [graded(t) for t in run_pipeline(tasks, pipe)]
     assert [t.task_id for t in trajs] == [t.id for t in tasks]
     for t in trajs:
-        assert t.verdict["correct"], t.verdict
+        assert t.verdict.correct, t.verdict
         assert t.end == "submitted" and t.outcome.tier == "success" and t.outcome.failed_role is None
         assert [s.role_name for s in t.steps] == ["gatherer", "gatherer", "analyst", "writer"]
         assert [s.index for s in t.steps] == [0, 1, 2, 3]
@@ -129,7 +129,7 @@ def test_a_failing_role_is_named_in_the_outcome():
     mute = ScriptedPolicy(["I think the answer is probably in there somewhere."], name="mute")
     [t, _] = [graded(x) for x in run_pipeline(tasks, sql_research_pipeline(
         ScriptedPolicy(gatherer), mute, ScriptedPolicy(writer)))]
-    assert t.end == "max_errors" and not t.verdict["submitted"]
+    assert t.end == "max_errors" and not t.verdict.submitted
     assert [s.role_name for s in t.steps] == ["gatherer", "gatherer", "analyst", "analyst"]
     assert t.outcome.tier == "failed" and t.outcome.fail_reason == "no_call" and t.outcome.failed_role == "analyst"
 
@@ -144,7 +144,7 @@ def test_a_failing_role_is_named_in_the_outcome():
     pipe = sql_research_pipeline(greedy, ScriptedPolicy(analyst), ScriptedPolicy(writer))
     t = graded(run_pipeline(tasks[:1], pipe)[0])
     assert [e.kind for s in t.steps for e in s.errors] == ["unknown_tool", "unknown_tool"]
-    assert not t.verdict["submitted"] and t.outcome.failed_role == "gatherer"
+    assert not t.verdict.submitted and t.outcome.failed_role == "gatherer"
 
 
 def test_role_view_is_one_roles_training_sample():
@@ -173,6 +173,26 @@ def test_role_view_is_one_roles_training_sample():
     assert learned == "".join(s.raw + "<|im_end|>" for s in view.steps)
     assert "<tools>" in tok.decode(sample.input_ids) and '"handoff"' in tok.decode(sample.input_ids)
     assert "submit_answer" not in tok.decode(sample.input_ids)
+
+
+def test_a_role_view_is_stored_with_its_own_toolset(tmp_path):
+    from trajforge.envs import toolset_for
+    from trajforge.grade import graded
+    from trajforge.store import TrajectoryStore
+
+    pipe = sql_research_pipeline(ScriptedPolicy(gatherer, name="g"), ScriptedPolicy(analyst, name="a"),
+                                 ScriptedPolicy(writer, name="w"))
+    [t] = run_pipeline(simple_tasks(1), pipe)
+    views = [graded(pipe.role_view(t, r.name)) for r in pipe.roles]
+    TrajectoryStore(tmp_path).append(views[0])
+    TrajectoryStore(tmp_path).append(views[2])
+    stored = TrajectoryStore(tmp_path)
+    back = {v.toolset_fingerprint: v for v in stored.read()}
+    assert sorted(stored.toolsets.fingerprints()) == sorted(back)  # one toolset file per role view
+    gather = toolset_for(views[0].toolset_fingerprint)
+    assert gather == pipe.toolset("gatherer") and "handoff" in gather.names
+    assert gather.instructions == pipe.role("gatherer").instructions == views[0].messages[0].content
+    assert toolset_for(views[2].toolset_fingerprint).names == ["submit_answer"]
 
 
 @pytest.mark.parametrize("roles,message", [

@@ -14,7 +14,7 @@ from ray import cloudpickle  # noqa: E402  (the copy Ray pickles with)
 import tests.harness.toy_envs as toy_envs  # noqa: E402
 from tests.openai_server import OpenAIServer  # noqa: E402
 from trajforge.grade import graded  # noqa: E402
-from trajforge.harness import CollectConfig, collect_episodes  # noqa: E402
+from trajforge.harness import CollectConfig, run_concurrent  # noqa: E402
 from trajforge.harness.ray_executor import RayExecutor  # noqa: E402
 from trajforge.policies import make_policy  # noqa: E402
 from trajforge.tasks import synthesize  # noqa: E402
@@ -43,9 +43,9 @@ def test_environments_run_in_actors_and_a_hung_tool_ends_only_its_episode(local_
         with OpenAIServer(pool) as srv:
             # Warm the actors first: their first environment start (imports, the generated
             # database) counts against the tool deadline and can take seconds on a loaded 2-core box.
-            collect_episodes(sql[:2], make_policy(f"openai:{srv.url}#warm"), executor=executor,
+            run_concurrent(sql[:2], make_policy(f"openai:{srv.url}#warm"), executor=executor,
                              cfg=CollectConfig(concurrency=2, tool_timeout_s=60.0))
-            trajs = collect_episodes(pool, make_policy(f"openai:{srv.url}#m"), executor=executor,
+            trajs = run_concurrent(pool, make_policy(f"openai:{srv.url}#m"), executor=executor,
                                      cfg=CollectConfig(concurrency=4, tool_timeout_s=3.0))
         for _ in range(50):  # abandoning is fire-and-forget: give the actors a moment
             stats = ray.get([a.stats.remote() for a in executor.actors])

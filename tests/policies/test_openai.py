@@ -59,7 +59,7 @@ def test_openai_policy_solves_task_over_http(native):
         [traj] = run_episodes([task], pol)
     finally:
         srv.httpd.shutdown()
-    assert traj.verdict["correct"] and traj.end == "submitted"
+    assert traj.verdict.correct and traj.end == "submitted"
     first = srv.requests[0]
     assert first["model"] == "test-model"
     if native:

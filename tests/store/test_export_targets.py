@@ -69,7 +69,7 @@ def test_a_failed_export_leaves_the_existing_output_untouched(tmp_path, trajs, f
     assert export(good, fmt, target).exit_code == 0
     before = digest(tmp_path / "out")
     res = export(stale_store(tmp_path, trajs), fmt, target)
-    assert res.exit_code == 2 and "recorded toolset 0000000000000000" in res.output, res.output
+    assert res.exit_code == 2 and "toolset 0000000000000000 is unknown" in res.output, res.output
     assert digest(tmp_path / "out") == before  # nothing truncated, no temporary file left behind
 
 

@@ -126,3 +126,34 @@ def test_grade_cli_names_a_running_collection_and_changes_nothing(tmp_path):
         assert "shard-0.jsonl is being written by a running collection" in said
         assert "grade it after the collection finishes (nothing was changed)" in said
         assert (tmp_path / "shard-0.jsonl").read_bytes() == before
+
+
+# ---- record formats: newer refused with a message, older read --------------------------------
+
+
+def test_a_store_written_by_a_newer_format_is_refused_not_skipped(tmp_path, monkeypatch, capsys):
+    import json
+    import sys
+
+    from trajforge.cli.main import main
+    from trajforge.schema import FORMAT, NewerFormatError
+
+    st = TrajectoryStore(tmp_path)
+    st.append(traj(0))
+    newer = {**json.loads(traj(1).model_dump_json()), "format": FORMAT + 1, "trajforge_version": "9.0"}
+    with open(st.path, "a") as f:
+        f.write(json.dumps(newer) + "\n")
+    with pytest.raises(NewerFormatError, match=r"trajectories.jsonl:2: .*trajforge 9.0.*upgrade trajforge"):
+        st.read()
+    monkeypatch.setattr(sys, "argv", ["trajforge", "grade", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 2 and "upgrade trajforge" in capsys.readouterr().out
+
+
+def test_records_from_before_the_format_field_are_read(tmp_path):
+    (tmp_path / "trajectories.jsonl").write_text(
+        '{"task_id": "t0", "policy": "p", "env": "sql", "toolset_fingerprint": "f", "dialect": "hermes", '
+        '"verdict": {"submitted": true, "correct": true}, "outcome": {"tier": "success", "correct": true}}\n')
+    [t] = TrajectoryStore(tmp_path).read()
+    assert t.verdict.correct and t.outcome.correct and t.trajforge_version == ""

@@ -134,7 +134,7 @@ def test_keeps_executed_plans_and_counts_every_rejection(examples):
     assert "Write one NEW medium task" in srv.requests[1]["messages"][1]["content"]
     # The kept tasks are solvable through the harness by replaying their reference.
     trajs = run_episodes(report.tasks, make_policy("expert"))
-    assert all(t.verdict["correct"] and t.end == "submitted" for t in trajs)
+    assert all(t.verdict.correct and t.end == "submitted" for t in trajs)
 
 
 def test_off_tier_and_reasons_per_target_tier(examples):
@@ -237,7 +237,7 @@ def test_end_state_env_expected_is_the_executed_state():
     [booking] = task.expected["bookings"]
     assert booking["name"] == "Mara Quinn" and task.env == "travel"
     trajs = run_episodes([task], make_policy("expert"))
-    assert trajs[0].verdict["correct"]
+    assert trajs[0].verdict.correct
 
 
 def test_an_environment_crash_rejects_only_that_candidate(tmp_path):
@@ -290,4 +290,4 @@ def test_web_goal_is_the_placed_order_and_tiers_follow_the_examples():
             i["product"] for i in source.expected["items"]]
         assert task.tier == "easy"  # a fixed step count would call a 7-step checkout hard
     trajs = run_episodes(report.tasks, make_policy("expert"), HarnessConfig(max_turns=30))
-    assert all(t.verdict["correct"] for t in trajs)
+    assert all(t.verdict.correct for t in trajs)

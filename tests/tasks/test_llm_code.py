@@ -49,4 +49,4 @@ def test_code_tasks_keep_only_tests_their_reference_passes():
     [task] = report.tasks
     assert task.env == "code" and task.expected["cases"] == TESTS["cases"]
     [traj] = run_episodes([task], make_policy("expert"), HarnessConfig(max_turns=4))
-    assert traj.verdict["correct"]
+    assert traj.verdict.correct

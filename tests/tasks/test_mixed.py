@@ -40,7 +40,7 @@ def test_mixed_pool_round_trips_jsonl(pool, tmp_path):
 
 def test_expert_solves_a_mixed_pool_and_grading_is_per_env(pool, tmp_path):
     trajs = run_episodes(pool.tasks, ExpertPolicy())
-    assert all(t.verdict["correct"] for t in trajs)
+    assert all(t.verdict.correct for t in trajs)
     by_id = {t.id: t for t in pool.tasks}
     for traj in trajs:
         task = by_id[traj.task_id]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from trajforge.schema import Task, ToolCall
 from trajforge.tasks.splits import combo_key, combo_report, drop_combo_leaks, tool_combo
-from trajforge.tasks.sql import generate_sql_tasks
-from trajforge.tasks.travel import HELDOUT_TOOL_GROUPS, generate_travel_tasks
+from trajforge.envs.sql.tasks import generate_sql_tasks
+from trajforge.envs.travel.tasks import HELDOUT_TOOL_GROUPS, generate_travel_tasks
 
 
 def make(tid: str, split: str, *tools: str) -> Task:

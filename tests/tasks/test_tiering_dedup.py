@@ -7,14 +7,15 @@ import pytest
 from trajforge.schema import Task, ToolCall
 from trajforge.tasks import synthesize
 from trajforge.tasks.dedup import Deduper, key_terms, merge_pools, normalize_prompt
-from trajforge.tasks.tiering import query_shape, sql_tier, tier_from_plan
+from trajforge.envs.sql.tiering import query_shape, sql_tier
+from trajforge.tasks.tiering import tier_from_plan
 
 
 def test_plan_tiers_reproduce_every_template_tier():
     tasks = synthesize("sql", 160, seed=3).tasks
     assert len({t.template for t in tasks}) == 14
     for t in tasks:
-        assert tier_from_plan(t.reference, "submit_answer") == t.tier, t.template
+        assert tier_from_plan(t.reference, "submit_answer", env="sql") == t.tier, t.template
 
 
 @pytest.mark.parametrize("sql, tier", [

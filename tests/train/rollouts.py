@@ -7,7 +7,7 @@ stores. Two behaviours: the expert's reference, or the same plan ending in a wro
 
 from trajforge.policies.base import Generation
 from trajforge.policies.hf import HFPolicy
-from trajforge.tasks.sql import reasoning_for
+from trajforge.envs.sql.tasks import reasoning_for
 
 
 def reply(req, wrong: bool) -> str:

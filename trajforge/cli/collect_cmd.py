@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
+
+from trajforge.cli.options import Options, with_configs
+from trajforge.harness.concurrent import CollectConfig
+from trajforge.harness.loop import HarnessConfig
 
 console = Console()
 
@@ -43,43 +46,36 @@ def _report_interrupted(out: Path) -> None:
                       "those not in the store run again now")
 
 
+SCALE = Options(CollectConfig, flags={"request_timeout_s": "--request-timeout", "tool_timeout_s": "--tool-timeout",
+                                      "episode_timeout_s": "--episode-timeout", "backoff_s": "--backoff",
+                                      "backoff_max_s": "--backoff-max"})
+"""The collection's scale options; the ``_s`` of a field in seconds is left off its flag."""
+
+
+@with_configs(harness=HarnessConfig, scale=SCALE)
 def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             policy: str = typer.Option(..., help="expert, hf:MODEL[@ADAPTER] or openai:BASE_URL#MODEL"),
             out: Path = typer.Option(..., help="store directory"),
             split: Optional[str] = None, samples: int = 1, name: Optional[str] = None,
-            temperature: float = 0.0, max_turns: int = 8,
-            concurrency: int = typer.Option(8, help="episodes at once (server policies)"),
+            temperature: float = 0.0,
             executor: str = typer.Option("asyncio", help="where environments run: asyncio | ray"),
             resume: bool = typer.Option(False, "--resume", help="report what an interrupted run had "
                                         "in flight (finished episodes are always skipped)"),
-            request_timeout: Optional[float] = typer.Option(
-                None, help="seconds per model request (default: the policy's own, 120)"),
-            tool_timeout: float = typer.Option(60.0, help="seconds per environment call"),
-            episode_timeout: float = typer.Option(900.0, help="seconds of working time per episode"),
-            retries: int = typer.Option(3, help="retries of a request or tool call after an "
-                                        "infrastructure fault"),
-            retry_faults: bool = typer.Option(False, help="also rerun episodes stored as env_fault")) -> None:
+            retry_faults: bool = typer.Option(False, help="also rerun episodes stored as env_fault"),
+            harness: HarnessConfig = None, scale: CollectConfig = None) -> None:
     """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
     from trajforge.cli.main import _load_tasks, _policy
     from trajforge.eval.run import collect as run_collect
-    from trajforge.harness import CollectConfig, HarnessConfig
 
     if executor not in ("asyncio", "ray"):
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
-    try:
-        scale = CollectConfig(concurrency=concurrency, request_timeout_s=request_timeout,
-                              tool_timeout_s=tool_timeout, episode_timeout_s=episode_timeout,
-                              retries=retries)
-    except ValidationError as e:
-        _fail("; ".join(f"--{str(err['loc'][0]).removesuffix('_s').replace('_', '-')}: {err['msg']}"
-                        for err in e.errors()))
     pool = _load_tasks(tasks, split)
     pol = _policy(policy, name, temperature)
     if resume:
         _report_interrupted(out)
     try:
-        new = run_collect(pool, pol, out, samples=samples, harness=HarnessConfig(max_turns=max_turns),
-                          scale=scale, executor=executor, retry_faults=retry_faults)
+        new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
+                          retry_faults=retry_faults)
     except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
         _fail(str(e).strip("'\""))
     tiers: dict[str, int] = {}

@@ -14,9 +14,33 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 
+from trajforge.cli.options import with_configs
+
 console = Console()
+
+
+class DemoConfig(BaseModel):
+    """The demo's settings; SFT's differ from the library defaults where the short CPU run needs it."""
+
+    out: Path = Path("runs/demo")
+    """Run directory (tasks, stores, adapter, report)."""
+    model: str = "smollm2-135m"
+    """Base model."""
+    n: int = 260
+    """Tasks to synthesize (all splits)."""
+    epochs: float = 1.75
+    """SFT epochs."""
+    lr: float = 1e-3
+    """SFT learning rate (the demo's short run needs more than the 2e-4 library default)."""
+    batch_size: int = 4
+    """SFT sequences per step."""
+    dropout: float = 0.0
+    """LoRA dropout (0.05 library default costs ~35% step time on CPU)."""
+    seed: int = 0
+    """Task draw and training seed."""
 
 
 @contextmanager
@@ -28,17 +52,9 @@ def stage(name: str, timings: dict[str, float]) -> Iterator[None]:
     console.print(f"[dim]{name}: {timings[name]:.1f}s[/dim]")
 
 
-def demo(
-    out: Path = typer.Option(Path("runs/demo"), help="run directory (tasks, stores, adapter, report)"),
-    model: str = typer.Option("smollm2-135m", help="base model"),
-    n: int = typer.Option(260, help="tasks to synthesize (all splits)"),
-    epochs: float = typer.Option(1.75, help="SFT epochs"),
-    lr: float = typer.Option(1e-3, help="SFT learning rate (the demo's short run needs more than the 2e-4 library default)"),
-    batch_size: int = typer.Option(4, help="SFT sequences per step"),
-    dropout: float = typer.Option(0.0, help="LoRA dropout (0.05 library default costs ~35% step time on CPU)"),
-    seed: int = typer.Option(0),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the metrics here"),
-) -> None:
+@with_configs(cfg=DemoConfig)
+def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also write the metrics here"),
+         cfg: DemoConfig = None) -> None:
     """Run the closed loop end to end on a real model and report base vs tuned."""
     from trajforge.eval.run import collect, compare
     from trajforge.eval.report import write_report
@@ -51,6 +67,8 @@ def demo(
     from trajforge.tasks.pool import write_tasks
     from trajforge.train.sft import SFTConfig, train_sft
 
+    out, model, n, seed = cfg.out, cfg.model, cfg.n, cfg.seed
+    epochs, lr, batch_size, dropout = cfg.epochs, cfg.lr, cfg.batch_size, cfg.dropout
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     with stage("pull model", timings):

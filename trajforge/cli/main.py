@@ -9,6 +9,7 @@
     trajforge train grpo --tasks tasks.jsonl --init-adapter adapter/ --out grpo/ --guided
     trajforge eval --tasks tasks.jsonl --policy hf:smollm2-135m --policy hf:smollm2-135m@adapter/ --split heldout --json out.json
     trajforge parse --dialect auto --tools tools.json < output.txt
+    trajforge migrate store/ --tasks tasks.jsonl --out store-v2/ --rename-arg run_sql.query=sql
     trajforge demo
 """
 
@@ -31,6 +32,9 @@ from trajforge.cli import synth_cmd
 from trajforge.cli import serve_cmd
 from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
+from trajforge.cli import migrate_cmd
+from trajforge.cli.options import with_configs
+from trajforge.harness.loop import HarnessConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
 models_app = typer.Typer(no_args_is_help=True, help="Manage local models.")
@@ -98,21 +102,21 @@ def grade(store: Path = typer.Argument(...)) -> None:
 
 
 @app.command("eval")
+@with_configs(harness=HarnessConfig)
 def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(...),
              name: list[str] = typer.Option([], help="labels for the policies, in order"),
              split: Optional[str] = "heldout", json_out: Optional[Path] = typer.Option(None, "--json"),
-             store: Optional[Path] = None, max_turns: int = 8) -> None:
+             store: Optional[Path] = None, harness: HarnessConfig = None) -> None:
     """Evaluate policies on the same tasks in the same harness."""
     import tempfile
 
     from trajforge.eval.run import compare
     from trajforge.eval.table import rich_table
-    from trajforge.harness import HarnessConfig
 
     pool = _load_tasks(tasks, split)
     pols = [_policy(spec, name[i] if i < len(name) else None) for i, spec in enumerate(policy)]
     store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))
-    results = compare(pool, pols, store, harness=HarnessConfig(max_turns=max_turns))
+    results = compare(pool, pols, store, harness=harness)
     console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
     if json_out:
         json_out.write_text(json.dumps(results, indent=2))
@@ -129,6 +133,19 @@ app.command("import-openai")(export_cmd.import_openai)
 app.command("serve")(serve_cmd.serve)
 app.command("report")(report_cmd.report)
 app.command("view")(view_cmd.view)
+app.command("migrate")(migrate_cmd.migrate)
+
+def main() -> None:
+    """The ``trajforge`` console script: the app, plus a clear message (not a traceback) when a
+    store or pool was written by a newer trajforge than this one."""
+    from trajforge.schema import NewerFormatError
+
+    try:
+        app()
+    except NewerFormatError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        raise SystemExit(2) from None
+
 
 if __name__ == "__main__":
-    app()
+    main()

@@ -24,6 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from trajforge.cli.options import Options, with_configs
+from trajforge.tasks.llm import LLMConfig
 from trajforge.tasks.pool import Rejection, SynthReport
 
 console = Console()
@@ -36,18 +38,20 @@ def _fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+LLM = Options(LLMConfig, only=("temperature", "max_requests", "retries", "concurrency", "similarity"),
+              flags={"retries": "--llm-retries", "concurrency": "--llm-concurrency"}, partial=True)
+"""The LLM writer's options (its URL and model are --llm and --llm-model)."""
+
+
+@with_configs(llm_options=LLM)
 def synth(
-    env: str = typer.Option("sql", help="environment: sql, code, web, travel, ..."),
+    env: str = typer.Option("sql", help="environment name (built-in, registered or an installed plugin; "
+                            "trajforge.envs.env_names()), or mcp:PATH/tools.json"),
     n: int = typer.Option(200, help="tasks wanted (templates, LLM)"),
     out: Path = typer.Option(..., help="task pool JSONL to write"),
     seed: int = typer.Option(0, help="template draw / LLM request seed"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
-    temperature: float = typer.Option(0.8, help="--llm sampling temperature"),
-    max_requests: Optional[int] = typer.Option(None, help="--llm request bound (default 3 x n)"),
-    llm_retries: int = typer.Option(3, help="--llm retries of a failed request (backoff 1 s, x2)"),
-    llm_concurrency: int = typer.Option(4, min=1, help="--llm requests in flight at once"),
-    similarity: float = typer.Option(0.7, help="near-duplicate threshold (token Jaccard)"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql)"),
     questions: Optional[Path] = typer.Option(None, help='JSONL of {"question", "sql", "split"?}'),
     pool: Optional[Path] = typer.Option(None, help="existing pool to merge into (kept first)"),
@@ -57,6 +61,7 @@ def synth(
     tier_by: Optional[str] = typer.Option(None, help="policy SPEC whose solve rate sets tiers"),
     tier_samples: int = typer.Option(4, help="episodes per task for --tier-by"),
     rejected: Optional[Path] = typer.Option(None, help="write every rejection here as JSONL"),
+    llm_options: dict = None,
 ) -> None:
     """Generate a verified task pool (each reference solution executed)."""
     from trajforge.envs import env_class
@@ -69,9 +74,8 @@ def synth(
         _fail(str(e.args[0]))
     base = _read_pool(pool) if pool else []
     wanted = tuple(tier) or TIERS
-    report, stop = _generate(env, n, seed, base, wanted, split, similarity, db, questions,
-                             llm, llm_model, temperature, max_requests, llm_retries,
-                             llm_concurrency)
+    similarity = llm_options["similarity"]
+    report, stop = _generate(env, n, seed, base, wanted, split, db, questions, llm, llm_model, llm_options)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
     _keep_tiers(report, wanted)
@@ -134,23 +138,27 @@ def _read_pool(path: Path):
         _fail(str(e))
 
 
-def _generate(env, n, seed, base, wanted, split, similarity, db, questions, llm, llm_model,
-              temperature, max_requests, retries, concurrency) -> tuple[SynthReport, str | None]:
+def _generate(env, n, seed, base, wanted, split, db, questions, llm, llm_model,
+              llm_options: dict) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if questions:
-        from trajforge.tasks.byo_sql import questions_to_tasks
+        from trajforge.envs.sql.byo import questions_to_tasks
 
         return questions_to_tasks(db, questions), None
     if llm:
-        from trajforge.tasks import GENERATORS, synthesize
-        from trajforge.tasks.llm import LLMConfig, LLMUnavailable, synthesize_llm
+        from pydantic import ValidationError
+
+        from trajforge.envs import env_spec
+        from trajforge.tasks import synthesize
+        from trajforge.tasks.llm import LLMUnavailable, synthesize_llm
 
         examples = [t for t in base if t.env == env and t.db == (str(db.resolve()) if db else None)]
-        if not examples and not db and env in GENERATORS:
+        if not examples and not db and env_spec(env).generate is not None:
             examples = synthesize(env, 30, seed).tasks  # the style to follow, not written out
-        cfg = LLMConfig(url=llm, model=llm_model, temperature=temperature, seed=seed,
-                        max_requests=max_requests, similarity=similarity, retries=retries,
-                        concurrency=concurrency)
+        try:
+            cfg = LLMConfig(url=llm, model=llm_model, seed=seed, **llm_options)
+        except ValidationError as e:
+            _fail("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors()))
         try:
             return synthesize_llm(env, n, cfg, examples=examples, pool=base, tiers=wanted,
                                   split=split, db=str(db.resolve()) if db else None), None

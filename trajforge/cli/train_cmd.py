@@ -1,7 +1,7 @@
 """``trajforge train sft|dpo|grpo``: the three recipes, their options generated from their configs.
 
 Every field of ``SFTConfig`` / ``DPOConfig`` / ``GRPOConfig`` (``train/settings.py`` and the
-recipe modules) is an option with the config's default (``cli/config_options.py``), and
+recipe modules) is an option with the config's default (``cli/options.py``), and
 ``--config FILE.toml`` reads them from a file. Hardware: ``--device``, ``--batch-size``
 (per device) × ``--grad-accum`` × processes = the batch of one optimizer step,
 ``--gradient-checkpointing/--no-gradient-checkpointing``, ``--max-len``, ``--load-in-4bit``
@@ -19,7 +19,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from trajforge.cli.config_options import config_command
+from trajforge.cli.options import Options, with_configs
 from trajforge.train.dpo import DPOConfig
 from trajforge.train.grpo import GRPOConfig
 from trajforge.train.sft import SFTConfig
@@ -27,8 +27,8 @@ from trajforge.train.sft import SFTConfig
 console = Console()
 app = typer.Typer(no_args_is_help=True, help="Training recipes: sft, dpo, grpo.")
 
-# Not options: set elsewhere (dialect by the data or --init-adapter; budgets in seconds by --max-minutes).
-HIDDEN = {"max_seconds", "load_in"}
+# Spelled as other options: --max-minutes (max_seconds), --load-in-4bit/--load-in-8bit (load_in).
+HIDDEN = ("max_seconds", "load_in")
 
 
 def _fail(msg: str) -> None:
@@ -119,8 +119,9 @@ MAX_MINUTES = typer.Option(0.0, help="time budget: stop before a step that would
                                      "the adapter is saved as usual")
 
 
-@config_command(app, "sft", SFTConfig, exclude=HIDDEN | {"dialect", "render_mode"})
-def sft(cfg: SFTConfig, data: Path = typer.Option(..., help="store of graded trajectories"),
+@app.command("sft")
+@with_configs(config_file=True, cfg=Options(SFTConfig, exclude=HIDDEN))
+def sft(cfg: SFTConfig = None, data: Path = typer.Option(..., help="store of graded trajectories"),
         model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...), resume: bool = False,
         eval_tasks: Optional[Path] = None, eval_split: str = "test", processes: int = PROCESSES,
         load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT, max_minutes: float = MAX_MINUTES) -> None:
@@ -137,8 +138,9 @@ def sft(cfg: SFTConfig, data: Path = typer.Option(..., help="store of graded tra
                   f"peak memory {res.peak_memory_gb:.2f} GB{skipped}")
 
 
-@config_command(app, "dpo", DPOConfig, exclude=HIDDEN)
-def dpo(cfg: DPOConfig, data: Path = typer.Option(..., help="store with successes and failures of the same tasks"),
+@app.command("dpo")
+@with_configs(config_file=True, cfg=Options(DPOConfig, exclude=HIDDEN))
+def dpo(cfg: DPOConfig = None, data: Path = typer.Option(..., help="store with successes and failures of the same tasks"),
         model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
         init_adapter: Optional[Path] = typer.Option(None, help="adapter to start from (e.g. SFT)"),
         resume: bool = False, eval_tasks: Optional[Path] = None, eval_split: str = "test",
@@ -157,8 +159,9 @@ def dpo(cfg: DPOConfig, data: Path = typer.Option(..., help="store with successe
                   f"margin {res.margins[-1]:+.3f}; skipped {res.skipped}")
 
 
-@config_command(app, "grpo", GRPOConfig, exclude=HIDDEN | {"curriculum_start"})
-def grpo(cfg: GRPOConfig, tasks: Path = typer.Option(..., help="task pool to roll out on"), split: str = "train",
+@app.command("grpo")
+@with_configs(config_file=True, cfg=Options(GRPOConfig, exclude=HIDDEN + ("explore", "rewards")))
+def grpo(cfg: GRPOConfig = None, tasks: Path = typer.Option(..., help="task pool to roll out on"), split: str = "train",
          model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
          init_adapter: Optional[Path] = typer.Option(None, help="adapter to start from (e.g. SFT)"),
          resume: bool = False, eval_tasks: Optional[Path] = None, eval_split: str = "test",

@@ -1,33 +1,25 @@
-"""Environments with executable tools. ``make_env(name, seed)`` builds one for an episode."""
+"""Environments with executable tools, one folder each, found through one registry.
+
+    env = make_env("sql", seed=0)     # a fresh environment for one episode
+    spec = env_spec("travel")         # its EnvSpec: class, task generator, tiering, expert reasoning
+    register(EnvSpec(name="counter", env=CounterEnv, generate=generate_counter_tasks))
+
+Layout: ``base`` (the Environment protocol: tools are typed methods), ``registry`` (EnvSpec,
+built-ins, the ``trajforge.envs`` entry-point group, ``mcp:`` tool lists), ``toolsets`` (toolsets
+by fingerprint, stored beside the data), ``answers`` (answer comparison any environment may use);
+shared infrastructure ``sandbox`` / ``seccomp`` / ``workdir`` (isolated code execution) and
+``sqldb`` (the seeded retail database); and one package per environment — ``sql/``, ``travel/``,
+``web/``, ``code/``, ``mcp/`` — each with its ``env.py``, its world or data builder and its task
+generators (``tasks.py``), exporting ``SPEC``.
+"""
 
 from __future__ import annotations
 
-from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.base import Environment, ToolError
+from trajforge.envs.registry import (EnvSpec, env_class, env_names, env_spec, make_env, register,
+                                     unregister)
+from trajforge.envs.toolsets import Toolsets, env_toolset, toolset_for
+from trajforge.schema import Verdict
 
-
-def env_class(name: str) -> type[Environment]:
-    """The environment class registered under ``name``.
-
-    ``mcp:PATH/tools.json`` names a tool-list environment built from that JSON and the sibling
-    ``tools.py`` (``trajforge.envs.mcp``); any other name is a built-in.
-    """
-    from trajforge.envs.code import CodeEnv
-    from trajforge.envs.mcp import PREFIX, mcp_env_class
-    from trajforge.envs.sql import SqlEnv
-    from trajforge.envs.travel import TravelEnv
-    from trajforge.envs.web import WebEnv
-
-    if name.startswith(PREFIX):
-        return mcp_env_class(name[len(PREFIX):], name=name)
-    registry: dict[str, type[Environment]] = {SqlEnv.name: SqlEnv, TravelEnv.name: TravelEnv,
-                                              WebEnv.name: WebEnv, CodeEnv.name: CodeEnv}
-    if name not in registry:
-        raise KeyError(f"unknown environment {name!r}; known: {sorted(registry)}")
-    return registry[name]
-
-
-def make_env(name: str, seed: int = 0) -> Environment:
-    return env_class(name)(seed=seed)
-
-
-__all__ = ["Environment", "ToolError", "Verdict", "env_class", "make_env"]
+__all__ = ["EnvSpec", "Environment", "ToolError", "Toolsets", "Verdict", "env_class", "env_names",
+           "env_spec", "env_toolset", "make_env", "register", "toolset_for", "unregister"]

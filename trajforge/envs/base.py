@@ -1,7 +1,7 @@
 """Environment protocol: tools are typed methods; the base class derives the Toolset and dispatches.
 
 An environment instance serves exactly one episode: ``reset(task)`` (returns the first
-observation), then ``execute(call)`` per valid call, then ``verify()``. ``snapshot()`` /
+observation, which the harness shows the model under the task's prompt), then ``execute(call)`` per valid call, then ``verify()``. ``snapshot()`` /
 ``restore()`` capture and put back the full episode state, so guided exploration and branching
 rollouts can rewind to a good step. Model mistakes inside a tool raise ``ToolError`` and become a
 result the model sees; any other exception is an infrastructure fault (``env_fault``), which the
@@ -14,9 +14,7 @@ import copy
 import time
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
-
-from trajforge.schema import Task, ToolCall, ToolResult, ToolSpec, Toolset
+from trajforge.schema import Task, ToolCall, ToolResult, ToolSpec, Toolset, Verdict
 
 
 class ToolError(Exception):
@@ -25,21 +23,6 @@ class ToolError(Exception):
     def __init__(self, message: str, kind: str = "tool_error"):
         super().__init__(message)
         self.kind = kind
-
-
-class Verdict(BaseModel):
-    """What the environment concludes about an episode."""
-
-    submitted: bool = False
-    """Whether the agent submitted a final answer."""
-    answer: Any = None
-    """The submitted answer."""
-    correct: bool = False
-    """Whether the answer matches the task's expected answer."""
-    milestones: list[str] = Field(default_factory=list)
-    """Process milestones reached, in order."""
-    detail: str = ""
-    """Human-readable explanation."""
 
 
 class Environment:
@@ -69,7 +52,12 @@ class Environment:
 
     @classmethod
     def toolset(cls) -> Toolset:
-        return Toolset(tools=tuple(ToolSpec.from_function(getattr(cls, n)) for n in cls.tool_names))
+        """The toolset this class shows the model, built from its tool methods and instructions.
+
+        Consumers do not call this per episode: ``trajforge.envs.env_toolset(name)`` builds it once
+        and every stored record names it by fingerprint (``trajforge.envs.toolsets``)."""
+        return Toolset(tools=tuple(ToolSpec.from_function(getattr(cls, n)) for n in cls.tool_names),
+                       instructions=cls.instructions)
 
     def reset(self, task: Task) -> str:
         """Start an episode on ``task``; returns the first observation ("" when there is none)."""

@@ -47,11 +47,12 @@ def _outcome(traj: Trajectory) -> str:
     parts = [f'<span class="badge tier-{esc(o.tier)}">{esc(o.tier)}</span>']
     if o.fail_reason:
         parts.append(f'<span class="badge reason">{esc(o.fail_reason)}</span>')
-    if o.submitted is not None:
-        parts.append(f'<span class="submitted">submitted <code>{esc(json.dumps(o.submitted, ensure_ascii=False))}</code>'
-                     f' ({"accepted" if o.correct else "rejected"})</span>')
-    if o.milestones:
-        parts.append(f'<span class="milestones">milestones: {esc(", ".join(o.milestones))}</span>')
+    v = traj.verdict
+    if v is not None and v.answer is not None:
+        parts.append(f'<span class="submitted">submitted <code>{esc(json.dumps(v.answer, ensure_ascii=False, default=str))}</code>'
+                     f' ({"accepted" if v.correct else "rejected"})</span>')
+    if v is not None and v.milestones:
+        parts.append(f'<span class="milestones">milestones: {esc(", ".join(v.milestones))}</span>')
     return " ".join(parts)
 
 

@@ -2,7 +2,7 @@
 
 ``collect`` is what ``trajforge collect`` calls: resumable (episodes whose idempotency key is
 already in the store are skipped), every episode graded and appended as it ends, at scale through
-the async harness (``trajforge.harness.collect``) when the policy is a server.
+the async harness (``trajforge.harness.concurrent``) when the policy is a server.
 ``compare`` runs several policies on the same tasks and returns ``{policy name: metrics}``.
 """
 
@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trajforge._compat import moved_names
 from trajforge.eval.metrics import evaluate
 from trajforge.grade import RewardConfig, graded
-from trajforge.harness import (CollectConfig, Executor, HarnessConfig, collect_episodes, run_episodes,
+from trajforge.harness import (CollectConfig, Executor, HarnessConfig, run_concurrent, run_episodes,
                                sampling_of)
 from trajforge.harness.events import EventLog, log_path
 from trajforge.harness.progress import collect_progress
@@ -58,7 +59,7 @@ def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: i
             return new
         log = EventLog(log_path(store_dir, shard.name))
         try:
-            collect_episodes(tasks, policy, harness, scale, samples=samples, executor=executor,
+            run_concurrent(tasks, policy, harness, scale, samples=samples, executor=executor,
                              on_done=done, skip=skip, log=log)
         finally:
             log.close()
@@ -76,3 +77,6 @@ def compare(tasks: list[Task], policies: list[Policy], store_dir: str | Path,
         mine = [t for t in store if t.policy == policy.name and t.task_id in ids and t.sample == 0]
         results[policy.name] = evaluate(mine)
     return results
+
+
+__getattr__ = moved_names(__name__, {"collect_episodes": "trajforge.harness.concurrent:run_concurrent"})

@@ -5,27 +5,24 @@
 - ``failed``: with the first-cause ``fail_reason``.
 - ``env_fault``: the infrastructure failed (crashed tool, timeout of ours); such episodes are
   retried and never used as negatives.
+
+A fail reason is the name of what went wrong, one name per concept: a parse error's own kind
+(``no_call``, ``malformed``, ``truncated``, ``unknown_tool``, ``invalid_args``), a tool error's
+kind (``sql_error``, ...), ``wrong_answer``, ``max_turns``, the fault that ended an episode.
+The outcome holds only the grade; what the environment concluded stays in ``traj.verdict``.
 """
 
 from __future__ import annotations
 
-from trajforge.schema import Outcome, Trajectory
-
-# Parse error kinds → fail_reason names used in reports and queries.
-PARSE_REASON = {
-    "no_call": "no_call",
-    "malformed": "malformed_call",
-    "truncated": "truncated_call",
-    "unknown_tool": "unknown_tool",
-    "invalid_args": "invalid_args",
-}
+from trajforge._compat import moved_names
+from trajforge.schema import Outcome, Trajectory, Verdict
 
 
 def _last_problem(traj: Trajectory) -> str | None:
     """fail_reason of the last turn that had a problem (parse error first, then tool error)."""
     for step in reversed(traj.steps):
         if step.errors:
-            return PARSE_REASON.get(step.errors[0].kind, step.errors[0].kind)
+            return step.errors[0].kind
         bad = [r for r in step.results if not r.ok]
         if bad:
             return bad[0].error or "tool_error"
@@ -46,23 +43,26 @@ def _failed_role(traj: Trajectory, reason: str) -> str | None:
 
 
 def grade(traj: Trajectory) -> Outcome:
-    v = traj.verdict
-    milestones = list(v.get("milestones", []))
-    base = {"submitted": v.get("answer"), "correct": bool(v.get("correct")), "milestones": milestones}
+    v = traj.verdict or Verdict()
     faults = [r for s in traj.steps for r in s.results if r.fault]
     if faults or traj.end == "env_fault":
         # The fault that ended it: the harness records it last and not retried (tool_timeout,
         # http_503, episode_timeout...); records without harness faults name the tool's error.
         ending = [f.kind for f in traj.faults if not f.retried]
         reason = ending[-1] if ending else faults[0].error if faults else "env_fault"
-        return Outcome(tier="env_fault", fail_reason=reason, **base)
-    if v.get("correct"):
+        return Outcome(tier="env_fault", fail_reason=reason)
+    if v.correct:
         troubled = any(s.errors or any(not r.ok for r in s.results) for s in traj.steps)
-        return Outcome(tier="recovered" if troubled else "success", **base)
-    if v.get("submitted"):
+        return Outcome(tier="recovered" if troubled else "success")
+    if v.submitted:
         reason = "wrong_answer"
     elif traj.end == "max_turns":
         reason = "max_turns"
     else:
         reason = _last_problem(traj) or traj.end or "no_answer"
-    return Outcome(tier="failed", fail_reason=reason, failed_role=_failed_role(traj, reason), **base)
+    return Outcome(tier="failed", fail_reason=reason, failed_role=_failed_role(traj, reason))
+
+
+__getattr__ = moved_names(__name__, {"PARSE_REASON": "trajforge.grade.outcome:_PARSE_REASON"})
+_PARSE_REASON = {k: k for k in ("no_call", "malformed", "truncated", "unknown_tool", "invalid_args")}
+"""0.1 renamed parse error kinds into fail reasons with this table; they are the same names now."""

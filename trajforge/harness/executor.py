@@ -26,8 +26,10 @@ import queue
 import threading
 from typing import Any, Callable, NamedTuple, Protocol
 
+from trajforge._compat import moved_names
 from trajforge.envs import Environment, make_env
-from trajforge.schema import Task, ToolCall, ToolResult, Toolset
+from trajforge.envs.toolsets import class_toolset
+from trajforge.schema import Task, ToolCall, ToolResult, Toolset, Verdict
 
 EnvFactory = Callable[[Task], Environment]
 
@@ -59,16 +61,16 @@ class Executed(NamedTuple):
 
 
 class EnvHandle(Protocol):
-    """One episode's environment, wherever it runs. ``Episode`` reads ``toolset()`` and
-    ``instructions`` from it as from an ``Environment``."""
+    """One episode's environment, wherever it runs. ``Episode`` reads ``toolset()`` from it as
+    from an ``Environment``; ``observation`` is what ``reset`` returned."""
 
-    instructions: str
+    observation: str
 
     def toolset(self) -> Toolset: ...
 
     async def execute(self, call: ToolCall, timeout_s: float) -> Executed: ...
 
-    async def verify(self, timeout_s: float) -> dict[str, Any]: ...
+    async def verify(self, timeout_s: float) -> Verdict: ...
 
     async def close(self, timeout_s: float) -> None: ...
 
@@ -82,17 +84,6 @@ class Executor(Protocol):
     async def open(self, task: Task, timeout_s: float) -> EnvHandle: ...
 
     async def aclose(self) -> None: ...
-
-
-class Toolsets:
-    """One shared ``Toolset`` object per fingerprint: parsers index a toolset once per object, so
-    handing every episode the same object keeps that work out of the per-episode cost."""
-
-    def __init__(self):
-        self._by_fp: dict[str, Toolset] = {}
-
-    def canonical(self, toolset: Toolset) -> Toolset:
-        return self._by_fp.setdefault(toolset.fingerprint, toolset)
 
 
 # ---- in-process executor ---------------------------------------------------------------------
@@ -168,9 +159,10 @@ async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float) -> Any
 class LocalHandle:
     """An environment in this process, driven through its episode's own worker thread."""
 
-    def __init__(self, env: Environment, worker: _Worker, threads: _Threads, toolset: Toolset):
+    def __init__(self, env: Environment, worker: _Worker, threads: _Threads, toolset: Toolset,
+                 observation: str = ""):
         self.env, self.worker, self.threads = env, worker, threads
-        self.instructions = env.instructions
+        self.observation = observation
         self._toolset = toolset
         self._stuck = False
 
@@ -192,9 +184,8 @@ class LocalHandle:
 
         return await self._run(run, timeout_s, "tool_timeout", f"tool {call.name!r}")
 
-    async def verify(self, timeout_s: float) -> dict[str, Any]:
-        verdict = await self._run(self.env.verify, timeout_s, "env_timeout", "verify")
-        return verdict.model_dump()
+    async def verify(self, timeout_s: float) -> Verdict:
+        return await self._run(self.env.verify, timeout_s, "env_timeout", "verify")
 
     async def close(self, timeout_s: float) -> None:
         if self._stuck:
@@ -220,18 +211,16 @@ class AsyncioExecutor:
     def __init__(self, env_factory: EnvFactory = default_env_factory):
         self.env_factory = env_factory
         self.threads = _Threads()
-        self.toolsets = Toolsets()
 
     async def open(self, task: Task, timeout_s: float) -> LocalHandle:
         worker = self.threads.checkout()
 
-        def start() -> Environment:
+        def start() -> tuple[Environment, str]:
             env = self.env_factory(task)
-            env.reset(task)
-            return env
+            return env, env.reset(task)
 
         try:
-            env = await _call(worker, start, timeout_s)
+            env, observation = await _call(worker, start, timeout_s)
         except TimeoutError:
             self.threads.abandon(worker)
             raise EnvFault("env_timeout", f"starting env {task.env!r} took over {timeout_s:g}s",
@@ -239,7 +228,8 @@ class AsyncioExecutor:
         except Exception as e:  # noqa: BLE001 - a failed start is an env fault; retried by the harness
             self.threads.checkin(worker)
             raise EnvFault("env_start", f"{type(e).__name__}: {e}", retryable=True) from None
-        return LocalHandle(env, worker, self.threads, self.toolsets.canonical(env.toolset()))
+        # One Toolset object per environment class: parsers index a toolset once per object.
+        return LocalHandle(env, worker, self.threads, class_toolset(type(env)), observation)
 
     async def aclose(self) -> None:
         """Nothing to release: idle threads are daemons and exit with the process."""
@@ -254,3 +244,6 @@ def make_executor(name: str, env_factory: EnvFactory = default_env_factory, **op
 
         return RayExecutor(env_factory, **options)
     raise ValueError(f"unknown executor {name!r}; use asyncio or ray")
+
+
+__getattr__ = moved_names(__name__, {"Toolsets": "trajforge.envs.toolsets"})

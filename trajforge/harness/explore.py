@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from trajforge.harness.loop import Episode, HarnessConfig
 from trajforge.parse.base import ParseResult
 from trajforge.policies.base import TurnRequest
-from trajforge.schema import Rescue, Step, Trajectory
+from trajforge.schema import Rescue, Step, Trajectory, Verdict
 
 
 class ExplorationConfig(BaseModel):
@@ -71,7 +71,7 @@ class GuidedEpisode(Episode):
         self.end, self.errors_in_row, self.fails_in_row = "", 0, 0
         self.temperature = self.explore.temperature
 
-    def trajectory(self, verdict: dict) -> Trajectory:
+    def trajectory(self, verdict: Verdict | None) -> Trajectory:
         return super().trajectory(verdict).model_copy(update={"rescues": self.rescues})
 
 

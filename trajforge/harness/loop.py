@@ -12,15 +12,16 @@ Run it through ``run_episodes`` (library) or ``trajforge collect`` / ``trajforge
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel
 
 from trajforge.envs import Environment, make_env
+from trajforge.envs.toolsets import KNOWN, class_toolset
 from trajforge.parse.base import ParseResult
 from trajforge.parse.openai import parse_tool_calls
 from trajforge.policies.base import Generation, Policy, TurnRequest
-from trajforge.schema import Message, Step, Task, ToolCall, ToolResult, Trajectory
+from trajforge.schema import Message, Step, Task, ToolCall, ToolResult, Toolset, Trajectory, Verdict
 
 
 class HarnessConfig(BaseModel):
@@ -31,18 +32,35 @@ class HarnessConfig(BaseModel):
     max_consecutive_errors: int = 3
     """Turns in a row without any valid call before the episode ends."""
     instructions: str | None = None
-    """System instructions above the dialect's tool block; None uses the environment's own."""
+    """System instructions above the dialect's tool block; None uses the environment's own. They
+    are part of the toolset the model sees, so another text is another toolset fingerprint."""
+
+
+def shown_toolset(env: Any, cfg: HarnessConfig) -> Toolset:
+    """The toolset an episode shows the model: the environment's (built once per class; a handle
+    or a pipeline role's view gives its own), under ``cfg.instructions`` when set."""
+    base = class_toolset(type(env)) if isinstance(env, Environment) else env.toolset()
+    if cfg.instructions is None:
+        return base
+    return KNOWN.canonical(base.with_instructions(cfg.instructions))
+
+
+def first_message(task: Task, observation: str) -> str:
+    """The user turn: the task's request, then what the environment showed at ``reset``."""
+    return f"{task.prompt}\n\n{observation}" if observation else task.prompt
 
 
 class Episode:
-    """Mutable state of one running episode."""
+    """Mutable state of one running episode.
 
-    def __init__(self, task: Task, sample: int, env: Environment, policy: Policy, cfg: HarnessConfig):
+    ``observation``: what ``env.reset(task)`` returned; the model sees it below the prompt."""
+
+    def __init__(self, task: Task, sample: int, env: Environment, policy: Policy, cfg: HarnessConfig,
+                 observation: str = ""):
         self.task, self.sample, self.env = task, sample, env
-        self.toolset = env.toolset()
-        system = cfg.instructions if cfg.instructions is not None else env.instructions
-        self.messages = [Message(role="system", content=system),
-                         Message(role="user", content=task.prompt)]
+        self.toolset = shown_toolset(env, cfg)
+        self.messages = [Message(role="system", content=self.toolset.instructions),
+                         Message(role="user", content=first_message(task, observation))]
         self.steps: list[Step] = []
         self.errors_in_row = 0
         self.end = ""
@@ -70,12 +88,13 @@ class Episode:
             parsed = parse_tool_calls(gen.native_calls, gen.text, self.toolset, gen.finish_reason)
         else:
             parsed = self.policy.dialect.parse(gen.text, self.toolset)
+        native = gen.native_calls is not None
         step = Step(index=len(self.steps), raw=gen.text, calls=parsed.calls, errors=parsed.errors,
                     repairs=parsed.repairs, prompt_ids=gen.prompt_ids,
                     completion_ids=gen.completion_ids, gen_s=gen_s,
-                    completion_logprobs=gen.completion_logprobs)
+                    completion_logprobs=gen.completion_logprobs, native=native)
         self.messages.append(Message(role="assistant", content=parsed.text, tool_calls=parsed.calls,
-                                     raw=gen.text if gen.native_calls is None else None))
+                                     raw=None if native else gen.text))
         return step, parsed
 
     def record(self, step: Step, call: ToolCall, result: ToolResult, env_done: bool) -> bool:
@@ -93,8 +112,7 @@ class Episode:
     def close_step(self, step: Step, parsed: ParseResult, tool_s: float, cfg: HarnessConfig) -> None:
         """Feed parse errors back, store the step, and end the episode on too many errors/turns."""
         for err in parsed.errors:
-            self.messages.append(Message(role="tool", name=err.tool or "error",
-                                         content=f"Error ({err.kind}): {err.message}"))
+            self.messages.append(Message(role="tool", name=err.tool or "error", content=err.feedback))
         step.tool_s = tool_s
         self.steps.append(step)
         self.errors_in_row = 0 if parsed.calls else self.errors_in_row + 1
@@ -106,9 +124,9 @@ class Episode:
     def finish(self) -> Trajectory:
         verdict = self.env.verify()
         self.env.close()
-        return self.trajectory(verdict.model_dump())
+        return self.trajectory(verdict)
 
-    def trajectory(self, verdict: dict) -> Trajectory:
+    def trajectory(self, verdict: Verdict | None) -> Trajectory:
         """The record of this episode as it stands, with the environment's verdict."""
         return Trajectory(
             task_id=self.task.id, sample=self.sample, policy=self.policy.name, env=self.task.env,
@@ -145,10 +163,11 @@ def run_episodes(
         while pending and len(active) < policy.batch_size:
             task, sample = pending.pop(0)
             env = make_env(task.env, seed=task.seed)
-            env.reset(task)
+            observation = env.reset(task)
+            ep = episode(task, sample, env, policy, cfg, observation=observation)
             if hasattr(policy, "check_toolset"):
-                policy.check_toolset(env.toolset().fingerprint)
-            active.append(episode(task, sample, env, policy, cfg))
+                policy.check_toolset(ep.toolset.fingerprint)
+            active.append(ep)
         t0 = time.perf_counter()
         gens = policy.act([ep.request() for ep in active])
         gen_s = time.perf_counter() - t0

@@ -36,7 +36,9 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trajforge.envs import Environment, env_class, make_env
+from trajforge._compat import moved_names
+from trajforge.envs import Environment, env_toolset, make_env
+from trajforge.envs.toolsets import KNOWN
 from trajforge.harness.loop import Episode, HarnessConfig
 from trajforge.schema import Message, Step, Task, ToolCall, ToolResult, ToolSpec, Toolset, Trajectory
 
@@ -82,7 +84,7 @@ class Pipeline(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "Pipeline":
-        env_tools = env_class(self.env).toolset().names
+        env_tools = env_toolset(self.env).names
         if HANDOFF in env_tools:
             raise ValueError(f"environment {self.env!r} has a tool named {HANDOFF!r}, which pipelines reserve")
         names = [r.name for r in self.roles]
@@ -115,18 +117,21 @@ class Pipeline(BaseModel):
         raise KeyError(f"no role {name!r} in pipeline {self.name!r}; roles: {[r.name for r in self.roles]}")
 
     def toolset(self, name: str) -> Toolset:
-        """The tools role ``name`` is shown: its subset of the environment's, plus ``handoff``."""
+        """What role ``name`` is shown: its subset of the environment's tools, plus ``handoff``,
+        under the role's instructions (kept in ``KNOWN``, so its fingerprint finds it)."""
         role = self.role(name)
-        full = env_class(self.env).toolset()
+        full = env_toolset(self.env)
         keep = set(full.names if role.tools is None else role.tools)
         tools = [t for t in full.tools if t.name in keep]
         if role.output is not None:
             tools.append(handoff_spec(role.output, self._next(role)))
-        return Toolset(tools=tuple(tools))
+        return KNOWN.canonical(Toolset(tools=tuple(tools), instructions=role.instructions))
 
     def role_view(self, traj: Trajectory, name: str) -> Trajectory:
         """Role ``name``'s turns as a trajectory of their own, with that role's toolset fingerprint,
-        dialect and policy name: a training sample for that role alone."""
+        dialect and policy name: a training sample for that role alone. It is an ordinary
+        trajectory: stored, its toolset goes into the store's ``toolsets/`` like any other, and
+        ``toolset_for(view.toolset_fingerprint)`` renders it as the role saw it."""
         role = self.role(name)
         return role_view(traj, name).model_copy(update={
             "toolset_fingerprint": self.toolset(name).fingerprint, "dialect": role.policy.dialect.name,
@@ -164,7 +169,6 @@ class _RoleEnv:
 
     def __init__(self, env: Environment, role: Role, toolset: Toolset):
         self.env, self.role, self._toolset = env, role, toolset
-        self.instructions = role.instructions
         self.handed: BaseModel | None = None
         """The accepted handoff, once the role has made one."""
 
@@ -194,7 +198,8 @@ class _Run:
     def __init__(self, pipeline: Pipeline, task: Task, sample: int):
         self.pipeline, self.task, self.sample = pipeline, task, sample
         self.env = make_env(pipeline.env, seed=task.seed)
-        self.env.reset(task)
+        self.observation = self.env.reset(task)
+        """Shown to the first role only: later roles get what the previous one handed over."""
         self.messages: list[Message] = []
         self.steps: list[Step] = []
         self.input: BaseModel | None = None
@@ -205,7 +210,8 @@ class _Run:
         view = _RoleEnv(self.env, role, toolset)
         given = self.input.model_dump_json() if self.input is not None else ""
         task = self.task.model_copy(update={"prompt": role.prompt.format(task=self.task.prompt, input=given)})
-        return Episode(task, self.sample, view, role.policy, _config(role)), view
+        observation = self.observation if self.input is None else ""
+        return Episode(task, self.sample, view, role.policy, _config(role), observation=observation), view
 
     def absorb(self, role: Role, ep: Episode, view: _RoleEnv, last: bool) -> None:
         """Append the role's turns, tagged; pass its output on or end the run."""
@@ -223,9 +229,9 @@ class _Run:
         dialects = sorted({r.policy.dialect.name for r in self.pipeline.roles})
         return Trajectory(
             task_id=self.task.id, sample=self.sample, policy=self.pipeline.name, env=self.task.env,
-            toolset_fingerprint=env_class(self.pipeline.env).toolset().fingerprint,
+            toolset_fingerprint=env_toolset(self.pipeline.env).fingerprint,
             dialect="+".join(dialects), tier=self.task.tier, split=self.task.split,
-            messages=self.messages, steps=self.steps, verdict=verdict.model_dump(), end=self.end,
+            messages=self.messages, steps=self.steps, verdict=verdict, end=self.end,
             reference_turns=len(self.task.reference), wall_s=time.perf_counter() - self.started)
 
 
@@ -304,3 +310,6 @@ def sql_research_pipeline(gatherer: Any, analyst: Any, writer: Any) -> Pipeline:
              instructions="You submit final answers.",
              prompt="Question: {task}\nThe analyst's selection: {input}\nSubmit the answer."),
     ))
+
+
+__getattr__ = moved_names(__name__, {"env_class": "trajforge.envs.registry"})

@@ -23,9 +23,10 @@ import asyncio
 import itertools
 from typing import Any
 
-from trajforge.harness.executor import (AsyncioExecutor, EnvFactory, EnvFault, Executed, Toolsets,
-                                        default_env_factory)
-from trajforge.schema import Task, ToolCall, Toolset
+from trajforge._compat import moved_names
+from trajforge.envs.toolsets import KNOWN
+from trajforge.harness.executor import AsyncioExecutor, EnvFactory, EnvFault, Executed, default_env_factory
+from trajforge.schema import Task, ToolCall, Toolset, Verdict
 
 _MARGIN_S = 5.0
 """Extra time the driver gives an actor beyond the deadline the actor enforces itself."""
@@ -49,12 +50,12 @@ class EnvWorker:
     async def open(self, eid: int, task: Task, timeout_s: float) -> tuple[Toolset, str]:
         handle = await self.executor.open(task, timeout_s)
         self.handles[eid] = handle
-        return handle.toolset(), handle.instructions
+        return handle.toolset(), handle.observation
 
     async def execute(self, eid: int, call: ToolCall, timeout_s: float) -> Executed:
         return await self.handles[eid].execute(call, timeout_s)
 
-    async def verify(self, eid: int, timeout_s: float) -> dict[str, Any]:
+    async def verify(self, eid: int, timeout_s: float) -> Verdict:
         return await self.handles[eid].verify(timeout_s)
 
     async def close(self, eid: int, timeout_s: float) -> None:
@@ -74,9 +75,9 @@ class EnvWorker:
 class RayHandle:
     """One episode's environment inside an ``EnvWorker`` actor."""
 
-    def __init__(self, executor: "RayExecutor", actor: Any, eid: int, toolset: Toolset, instructions: str):
+    def __init__(self, executor: "RayExecutor", actor: Any, eid: int, toolset: Toolset, observation: str):
         self.executor, self.actor, self.eid = executor, actor, eid
-        self._toolset, self.instructions = toolset, instructions
+        self._toolset, self.observation = toolset, observation
         self._gone = False
 
     def toolset(self) -> Toolset:
@@ -85,7 +86,7 @@ class RayHandle:
     async def execute(self, call: ToolCall, timeout_s: float) -> Executed:
         return await self.executor.ask(self.actor.execute.remote(self.eid, call, timeout_s), timeout_s)
 
-    async def verify(self, timeout_s: float) -> dict[str, Any]:
+    async def verify(self, timeout_s: float) -> Verdict:
         return await self.executor.ask(self.actor.verify.remote(self.eid, timeout_s), timeout_s)
 
     async def close(self, timeout_s: float) -> None:
@@ -123,7 +124,6 @@ class RayExecutor:
                        for _ in range(n)]
         self.load = {i: 0 for i in range(n)}
         self._ids = itertools.count()
-        self.toolsets = Toolsets()
         self._ray = ray
 
     def release(self, actor: Any) -> None:
@@ -152,13 +152,17 @@ class RayExecutor:
         actor, eid = self.actors[i], next(self._ids)
         self.load[i] += 1
         try:
-            toolset, instructions = await self.ask(actor.open.remote(eid, task, timeout_s), timeout_s)
+            toolset, observation = await self.ask(actor.open.remote(eid, task, timeout_s), timeout_s)
         except EnvFault:
             self.load[i] -= 1
             raise
-        return RayHandle(self, actor, eid, self.toolsets.canonical(toolset), instructions)
+        # The actor's toolset arrives as a copy; hand every episode the one object per fingerprint.
+        return RayHandle(self, actor, eid, KNOWN.canonical(toolset), observation)
 
     async def aclose(self) -> None:
         for actor in self.actors:
             self._ray.kill(actor)
         self.actors = []
+
+
+__getattr__ = moved_names(__name__, {"Toolsets": "trajforge.envs.toolsets"})

@@ -55,7 +55,7 @@ def pick_device(requested: str | None = None) -> str:
             raise DeviceUnavailable(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
         return f"cuda:{card}"
     if kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise DeviceUnavailable(f"device 'mps' asked for but this torch build has no MPS backend")
+        raise DeviceUnavailable("device 'mps' asked for but this torch build has no MPS backend")
     return kind
 
 

@@ -2,14 +2,16 @@
 
 The harness executes every call for real, so SFT data made from this policy is executed data: the
 tool results in it are the environment's real outputs, not strings written at synthesis time. Each
-call is preceded by one short natural sentence of reasoning from the task generator.
+call is preceded by one short natural sentence of reasoning, which the task's generator stored on
+the task (``Task.reasoning``; pools read from disk get their environment's words where they lack
+them); a task without any gets a neutral sentence naming the call.
 """
 
 from __future__ import annotations
 
+from trajforge._compat import moved_names
 from trajforge.parse import Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
-from trajforge.tasks.sql import reasoning_for
 
 
 class ExpertPolicy:
@@ -30,7 +32,10 @@ class ExpertPolicy:
             call = ref[req.turn]
             # Generators that write their words at generation time store them on the task.
             why = (req.task.reasoning[req.turn] if req.turn < len(req.task.reasoning)
-                   else reasoning_for(req.task, req.turn))
+                   else f"I'll call {call.name}.")
             text = self.dialect.render_assistant(why, [call])
             out.append(Generation(text=text))
         return out
+
+
+__getattr__ = moved_names(__name__, {"reasoning_for": "trajforge.envs.sql.tasks"})

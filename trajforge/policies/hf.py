@@ -46,14 +46,25 @@ def read_adapter_meta(adapter_dir: str | Path) -> dict:
 
 
 def check_adapter(adapter_dir: str | Path, fingerprint: str) -> dict:
-    """Refuse an adapter trained against another toolset, naming both fingerprints."""
+    """Refuse an adapter trained against other toolsets, naming them (an adapter trained on a
+    mixed pool accepts each of its toolsets)."""
     meta = read_adapter_meta(adapter_dir)
-    if meta.get("toolset_fingerprint") != fingerprint:
+    known = trained_fingerprints(meta)
+    if fingerprint not in known:
         raise AdapterMismatch(
-            f"adapter {adapter_dir} was trained for toolset {meta.get('toolset_fingerprint')} but the "
-            f"environment's toolset is {fingerprint}; retrain, or pass the matching environment"
+            f"adapter {adapter_dir} was trained for toolset(s) {', '.join(known) or '(none recorded)'} but the "
+            f"environment's toolset is {fingerprint}; retrain, migrate the adapter (`trajforge migrate "
+            "--adapter`), or pass the matching environment"
         )
     return meta
+
+
+def trained_fingerprints(meta: dict) -> list[str]:
+    """Every toolset fingerprint an adapter's meta says it was trained on."""
+    listed = meta.get("toolset_fingerprints")
+    if listed:
+        return list(listed)
+    return [meta["toolset_fingerprint"]] if meta.get("toolset_fingerprint") else []
 
 
 def adapter_lineage(adapter: str | Path) -> list[str]:
@@ -211,3 +222,12 @@ def _common_prefix(seqs: list[list[int]]) -> int:
             break
         n += 1
     return n
+
+
+# Names this module imported in 0.1 (deprecated; see trajforge/_compat.py).
+from trajforge._compat import moved_names  # noqa: E402
+
+__getattr__ = moved_names(__name__, {
+    "default_dtype": "trajforge.policies.devices:compute_dtype",
+    "resolve": "trajforge.policies.models",
+})

@@ -1,5 +1,10 @@
-"""Pydantic data shared by every layer. No logic beyond validation; no torch."""
+"""Pydantic data shared by every layer. No logic beyond validation; no torch.
 
+``records`` holds what makes these shapes stored records: format versions, upgrades on read,
+each fact of a step written once.
+"""
+
+from trajforge.schema.records import FORMAT, STORED, NewerFormatError
 from trajforge.schema.task import Split, Task, Tier
 from trajforge.schema.tools import ToolCall, ToolSpec, Toolset
 from trajforge.schema.trajectory import (
@@ -14,9 +19,11 @@ from trajforge.schema.trajectory import (
     Step,
     ToolResult,
     Trajectory,
+    Verdict,
 )
 
 __all__ = [
-    "CallError", "Fault", "Message", "Outcome", "Repair", "Rescue", "RewardBreakdown", "SamplingConfig",
-    "Split", "Step", "Task", "Tier", "ToolCall", "ToolResult", "ToolSpec", "Toolset", "Trajectory",
+    "FORMAT", "STORED", "CallError", "Fault", "Message", "NewerFormatError", "Outcome", "Repair", "Rescue",
+    "RewardBreakdown", "SamplingConfig", "Split", "Step", "Task", "Tier", "ToolCall", "ToolResult", "ToolSpec",
+    "Toolset", "Trajectory", "Verdict",
 ]

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from trajforge._version import __version__
+from trajforge.schema import records
 from trajforge.schema.tools import ToolCall
 
 Tier = Literal["easy", "medium", "hard"]
 Split = Literal["train", "test", "heldout"]
 
 
-class Task(BaseModel):
+class Task(records.StoredRecord):
     """A task as stored in a task pool (one JSONL line)."""
 
     model_config = ConfigDict(frozen=True)
@@ -38,8 +40,18 @@ class Task(BaseModel):
     seed: int = 0
     """Environment seed (which generated database)."""
     reasoning: tuple[str, ...] = ()
-    """One sentence the expert says before each reference call, where the generator wrote them at
-    generation time (travel); empty means the environment's template wording is looked up."""
+    """One sentence the expert says before each reference call, written by the task's generator;
+    a pool read from disk fills it from the environment's ``EnvSpec.reasoning`` where it is empty."""
     db: str | None = None
     """SQLite file the ``sql`` environment opens (read-only) instead of its generated database;
     set for bring-your-own-data tasks. An absolute path, so the pool works from any directory."""
+    toolset_fingerprint: str | None = None
+    """Fingerprint of the toolset the reference was made and verified with (the pool's
+    ``toolsets/<fingerprint>.json``); None in pools written before it was recorded, until read."""
+    format: int = records.FORMAT
+    """Record format version."""
+    trajforge_version: str = __version__
+    """trajforge version that wrote the record ("" when it predates the field)."""
+
+    reader = staticmethod(records.read_task)
+    writer = staticmethod(records.stamped)

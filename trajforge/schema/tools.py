@@ -6,6 +6,7 @@ A tool is a typed Python function; its JSON Schema comes from the signature and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -103,12 +104,19 @@ class ToolSpec(BaseModel):
 
 
 class Toolset(BaseModel):
-    """An ordered set of tools with a stable fingerprint of its canonical schema."""
+    """What the model is told about its tools: the tools in order, and the instructions above them.
+
+    Its ``fingerprint`` names it in stored data: a trajectory records the fingerprint of the
+    toolset it was shown, and a store keeps that toolset as ``toolsets/<fingerprint>.json``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     tools: tuple[ToolSpec, ...]
     """The tools, in the order they are shown to the model."""
+    instructions: str = ""
+    """System instructions shown above the tool block (the environment's, a pipeline role's, or
+    ``HarnessConfig.instructions``); part of what the model sees, so part of the fingerprint."""
 
     def get(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -117,25 +125,37 @@ class Toolset(BaseModel):
     def names(self) -> list[str]:
         return [t.name for t in self.tools]
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """sha256 over the canonical JSON (sorted keys, tools sorted by name); 16 hex chars.
+        """sha256 over the canonical JSON of everything the model sees (tools sorted by name, and
+        the instructions); 16 hex chars. Computed once per object (stores look it up per record).
 
         Order-independent so re-ordering a tool list does not invalidate data; any change to a
-        name, description or parameter schema does.
+        name, description, parameter schema or the instructions does.
         """
-        canon = json.dumps(
-            sorted((t.model_dump() for t in self.tools), key=lambda d: d["name"]),
-            sort_keys=True,
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(canon.encode()).hexdigest()[:16]
+        return _digest({"instructions": self.instructions.strip(), "tools": _canonical_tools(self.tools)})
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "Toolset":
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("fingerprint", None)  # a copy with other fields has another fingerprint
+        return copy
+
+    @property
+    def tools_fingerprint(self) -> str:
+        """The same digest over the tools alone: whether two toolsets offer the same tools. It is
+        also what trajforge 0.1 called the fingerprint, so stores and adapters from then carry it
+        (``trajforge migrate`` maps it to ``fingerprint``)."""
+        return _digest(_canonical_tools(self.tools))
+
+    def with_instructions(self, instructions: str) -> "Toolset":
+        """The same tools under other instructions."""
+        return self if instructions == self.instructions else self.model_copy(update={"instructions": instructions})
 
     def openai(self) -> list[dict[str, Any]]:
         return [t.openai() for t in self.tools]
 
     @classmethod
-    def from_openai(cls, tools: list[dict[str, Any]]) -> "Toolset":
+    def from_openai(cls, tools: list[dict[str, Any]], instructions: str = "") -> "Toolset":
         """Read an OpenAI-style ``tools`` list (``{"type": "function", "function": {...}}``)."""
         specs = []
         for i, entry in enumerate(tools):
@@ -149,7 +169,16 @@ class Toolset(BaseModel):
                     parameters=fn.get("parameters") or {"type": "object", "properties": {}},
                 )
             )
-        return cls(tools=tuple(specs))
+        return cls(tools=tuple(specs), instructions=instructions)
+
+
+def _canonical_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return sorted((t.model_dump() for t in tools), key=lambda d: d["name"])
+
+
+def _digest(value: Any) -> str:
+    canon = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
 class ToolCall(BaseModel):

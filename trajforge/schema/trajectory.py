@@ -1,15 +1,24 @@
-"""Trajectory data: messages, steps, parse errors and repairs, outcomes and rewards.
+"""Trajectory data: messages, steps, parse errors and repairs, verdicts, outcomes and rewards.
 
 Everything a replay, a grader, a trainer or a report needs is stored here; nothing is recomputed
 from text later with a different parser.
+
+How a trajectory is stored (``schema/records.py``): every record carries its ``format`` and the
+``trajforge_version`` that wrote it; an older record is upgraded when it is read, a newer one is
+refused (``NewerFormatError``). In memory a trajectory holds its whole conversation
+(``messages``) and its turns (``steps``); on disk each fact is written once: an assistant message
+or a tool result that repeats its step's text, calls or result is stored as a reference to it.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trajforge._version import __version__
+from trajforge.schema import records
 from trajforge.schema.tools import ToolCall
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -46,6 +55,11 @@ class CallError(BaseModel):
     """Short model-facing message."""
     tool: str | None = None
     """Tool name involved, if known."""
+
+    @property
+    def feedback(self) -> str:
+        """The tool message the model sees for this error (the harness feeds it back)."""
+        return f"Error ({self.kind}): {self.message}"
 
 
 class Repair(BaseModel):
@@ -140,24 +154,56 @@ class Step(BaseModel):
     returns them (vLLM/SGLang/``trajforge serve``); aligned with ``completion_ids``."""
     role_name: str | None = None
     """Pipeline role that took this turn (multi-agent runs); None otherwise."""
+    native: bool = False
+    """The calls came back structured (OpenAI ``tool_calls``), not inside ``raw``: the history
+    renders this turn from its calls (the assistant message's ``raw`` is None)."""
+
+
+class Verdict(BaseModel):
+    """What the environment concludes about an episode (``Environment.verify``)."""
+
+    submitted: bool = False
+    """Whether the agent submitted a final answer."""
+    answer: Any = None
+    """The submitted answer."""
+    correct: bool = False
+    """Whether the answer matches the task's expected answer."""
+    milestones: list[str] = Field(default_factory=list)
+    """Process milestones reached, in order."""
+    detail: str = ""
+    """Human-readable explanation."""
+
+    def __getitem__(self, key: str) -> Any:
+        """``verdict["correct"]``: the dict access of records before format 2 (deprecated)."""
+        warnings.warn("Trajectory.verdict is a Verdict now: use verdict.correct, not verdict['correct']",
+                      DeprecationWarning, stacklevel=2)
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``verdict.get("answer")``: the dict access of records before format 2 (deprecated)."""
+        warnings.warn("Trajectory.verdict is a Verdict now: use its attributes, not .get()",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(self, key, default)
 
 
 class Outcome(BaseModel):
-    """The grade of a finished episode."""
+    """The grade of a finished episode (``trajforge.grade``); what the environment concluded is the
+    trajectory's ``verdict``, stored there once."""
 
     tier: OutcomeTier
     """success / recovered / failed / env_fault."""
     fail_reason: str | None = None
-    """Why it failed (no_call, malformed_call, unknown_tool, invalid_args, sql_error, wrong_answer,
-    max_turns, ...)."""
-    submitted: Any = None
-    """The answer the agent submitted, if any."""
-    correct: bool = False
-    """Whether the verifier accepted the submitted answer."""
-    milestones: list[str] = Field(default_factory=list)
-    """Process milestones reached (for the step reward)."""
+    """Why it failed: a parse error kind (no_call, malformed, truncated, unknown_tool,
+    invalid_args), a tool error kind (sql_error, ...), wrong_answer, max_turns, ..."""
     failed_role: str | None = None
     """Pipeline role whose turn caused the failure, when the trajectory has role tags."""
+
+    @property
+    def correct(self) -> bool:
+        """The verifier accepted the episode and no infrastructure fault spoiled it."""
+        return self.tier in ("success", "recovered")
 
 
 class RewardBreakdown(BaseModel):
@@ -184,8 +230,8 @@ class Rescue(BaseModel):
     """The failing steps that were rolled back (kept for analysis, not part of ``steps``)."""
 
 
-class Trajectory(BaseModel):
-    """One episode of one policy on one task."""
+class Trajectory(records.StoredRecord):
+    """One episode of one policy on one task (stored as one JSON line; see the module docstring)."""
 
     task_id: str
     """Task this episode attempted."""
@@ -211,8 +257,8 @@ class Trajectory(BaseModel):
     """Grade (set by grade/)."""
     reward: RewardBreakdown | None = None
     """Reward components (set by grade/)."""
-    verdict: dict[str, Any] = Field(default_factory=dict)
-    """Raw environment verdict (submitted, correct, milestones, detail)."""
+    verdict: Verdict | None = None
+    """What the environment concluded (None: the episode never reached ``verify``)."""
     reference_turns: int = 0
     """Turns the verified reference solution needs (for the efficiency reward)."""
     end: str = ""
@@ -227,3 +273,12 @@ class Trajectory(BaseModel):
     """Sampling settings the episode ran with; None in stores written before they were recorded."""
     rescues: list[Rescue] = Field(default_factory=list)
     """Guided-exploration rewinds, in order (empty when exploration was off or not needed)."""
+    format: int = records.FORMAT
+    """Record format version (older records are upgraded when read)."""
+    trajforge_version: str = __version__
+    """trajforge version that wrote the record ("" when it predates the field)."""
+
+    # Reading upgrades older formats, refuses newer ones and expands references into messages;
+    # the JSON form is stamped and writes each fact of a step once.
+    reader = staticmethod(records.read_trajectory)
+    writer = staticmethod(records.write_trajectory)

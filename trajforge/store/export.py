@@ -47,7 +47,7 @@ from trajforge.parse import get_dialect
 from trajforge.parse.openai import parse_tool_calls
 from trajforge.schema import Message, Step, ToolCall, Toolset, Trajectory
 from trajforge.store.targets import refuse_store_target
-from trajforge.tasks.pool import MAX_LINE_BYTES, LineTooLong, jsonl_lines
+from trajforge._jsonl import MAX_LINE_BYTES, LineTooLong, jsonl_lines
 
 FEEDBACK_NAME = "error"
 """``name`` of imported feedback whose tool is unknown (the harness's own default)."""
@@ -60,18 +60,23 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def env_toolset(env: str) -> Toolset:
-    from trajforge.envs import env_class
+    from trajforge.envs import env_toolset as current
 
-    return env_class(env).toolset()
+    return current(env)
 
 
 def _checked_toolset(traj: Trajectory) -> Toolset:
-    toolset = env_toolset(traj.env)
-    if traj.toolset_fingerprint != toolset.fingerprint:
+    """The toolset the trajectory was shown, looked up by its fingerprint (a store read earlier, or
+    this process's environments, made it known)."""
+    from trajforge.envs import toolset_for
+
+    try:
+        return toolset_for(traj.toolset_fingerprint)
+    except KeyError:
         raise ValueError(
-            f"{traj.task_id}: recorded toolset {traj.toolset_fingerprint} is not the current {traj.env} "
-            f"toolset {toolset.fingerprint}; exporting would pair it with the wrong tool schema")
-    return toolset
+            f"{traj.task_id}: its toolset {traj.toolset_fingerprint} is unknown (not in its store's toolsets/, "
+            f"not the current {traj.env} toolset {env_toolset(traj.env).fingerprint}); exporting would pair "
+            "it with the wrong tool schema (trajforge migrate upgrades old stores)") from None
 
 
 # ---- one trajectory → turns ------------------------------------------------------------------
@@ -130,8 +135,13 @@ def _trajectory(messages: list[Message], toolset: Toolset, *, env: str, task_id:
             step = _step(len(steps), m.content, m.tool_calls, toolset, dialect)
             m.tool_calls = step.calls
             steps.append(step)
+    from trajforge.envs.toolsets import KNOWN
+
+    # The model was shown the environment's tools under the record's own system message.
+    system = next((m.content for m in messages if m.role == "system"), "")
+    shown = KNOWN.canonical(toolset.with_instructions(system))
     return Trajectory(task_id=task_id, sample=sample, policy=policy, env=env, tier=tier, split=split,
-                      toolset_fingerprint=toolset.fingerprint, dialect=dialect, messages=messages,
+                      toolset_fingerprint=shown.fingerprint, dialect=dialect, messages=messages,
                       steps=steps, executed=False)
 
 
@@ -143,10 +153,10 @@ def _import_toolset(env: str, tools: list[dict[str, Any]] | None, where: str) ->
             if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                 raise ValueError(f"{where}: tools[{i}] must be an object with a function name")
         given = Toolset.from_openai(tools)
-        if given.fingerprint != toolset.fingerprint:
+        if given.tools_fingerprint != toolset.tools_fingerprint:
             raise ValueError(
-                f"{where}: its tools (fingerprint {given.fingerprint}, {given.names}) are not the {env} "
-                f"environment's (fingerprint {toolset.fingerprint}, {toolset.names})")
+                f"{where}: its tools (fingerprint {given.tools_fingerprint}, {given.names}) are not the {env} "
+                f"environment's (fingerprint {toolset.tools_fingerprint}, {toolset.names})")
     return toolset
 
 

@@ -13,6 +13,12 @@ collection runs only keys the store lacks. Readers merge all shards and collapse
 same key (a crash between the write and the run's own bookkeeping, or two runs racing), keeping
 the first record that is not an ``env_fault`` — a fault that a later run retried successfully is
 superseded — or else the first record.
+
+The store also carries the toolsets its records were shown: ``toolsets/<fingerprint>.json``, one
+per fingerprint, written with the first record that names it (``TrajectoryStore.toolsets``;
+reading a store makes them known to ``trajforge.envs.toolset_for``). Records are read through
+``trajforge.schema.records``: an older format is upgraded, a newer one stops the read with
+``NewerFormatError`` rather than being skipped as unreadable.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ import re
 from pathlib import Path
 from typing import Iterator
 
+from trajforge.envs.toolsets import KNOWN, Toolsets
 from trajforge.harness.events import LineSink
-from trajforge.schema import SamplingConfig, Trajectory
+from trajforge.schema import STORED, NewerFormatError, SamplingConfig, Trajectory
 
 
 def sampling_digest(sampling: SamplingConfig) -> str:
@@ -92,8 +99,9 @@ class ShardWriter:
     event loop never blocks on the disk; a kill loses only queued lines, whose episodes a resumed
     run redoes. ``close`` writes everything queued."""
 
-    def __init__(self, path: Path, background: bool = False):
+    def __init__(self, path: Path, background: bool = False, toolsets: Toolsets | None = None):
         self.path = path
+        self.toolsets = toolsets if toolsets is not None else Toolsets(path.parent / "toolsets", parent=KNOWN)
         self._sink: LineSink | None = None
         self._f = open(path, "ab+")
         try:
@@ -115,6 +123,7 @@ class ShardWriter:
         return self.path.stem
 
     def append(self, traj: Trajectory) -> None:
+        keep_toolset(self.toolsets, traj)
         line = (traj.model_dump_json(exclude_none=True) + "\n").encode()
         if self._sink is not None:
             self._sink.put(line)
@@ -139,12 +148,24 @@ class ShardWriter:
         self.close()
 
 
+def keep_toolset(toolsets: Toolsets, traj: Trajectory) -> None:
+    """Write the toolset ``traj`` names into the store, once (a fingerprint this process does not
+    know, such as an old record's, is left for ``trajforge migrate``)."""
+    fp = traj.toolset_fingerprint
+    if fp and fp in KNOWN:
+        toolsets.add(KNOWN.get(fp))
+
+
 class TrajectoryStore:
-    """A directory of ``*.jsonl`` shards (or a single ``.jsonl`` file, read-only use)."""
+    """A directory of ``*.jsonl`` shards (or a single ``.jsonl`` file, read-only use), with the
+    toolsets they use in ``toolsets/``."""
 
     def __init__(self, root: str | Path, shard: str = "trajectories"):
         self.root = Path(root)
         self.shard = shard
+        folder = self.root.parent / "toolsets" if self.root.is_file() else self.root / "toolsets"
+        self.toolsets = Toolsets(folder, parent=KNOWN)
+        """The toolsets the records use, by fingerprint (``toolsets/<fingerprint>.json``)."""
         self.torn: list[str] = []
         """``shard:line`` of each unreadable line (torn, too deeply nested, a lone surrogate escape)
         met by the last read."""
@@ -159,6 +180,7 @@ class TrajectoryStore:
         """Append one record to this store's named shard (single-writer use; collections use
         ``writer()``, which claims a shard of their own)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        keep_toolset(self.toolsets, traj)
         line = traj.model_dump_json(exclude_none=True) + "\n"
         with open(self.path, "ab+") as f:
             f.seek(0, os.SEEK_END)
@@ -178,7 +200,7 @@ class TrajectoryStore:
             path = self.root / f"shard-{n}.jsonl"
             created = not path.exists()
             try:
-                w = ShardWriter(path, background)
+                w = ShardWriter(path, background, self.toolsets)
             except ShardBusy:
                 n += 1
                 continue
@@ -196,17 +218,23 @@ class TrajectoryStore:
         return sorted(self.root.glob("*.jsonl"))
 
     def records(self) -> Iterator[Trajectory]:
-        """Every readable record of every shard, duplicates included, in shard order."""
+        """Every readable record of every shard, duplicates included, in shard order.
+
+        A line that cannot be read is skipped and listed in ``torn``; a record in a newer format
+        raises ``NewerFormatError`` (naming the shard and line)."""
         self.torn = []
+        self.toolsets.load()
         for shard in self.shards():
             with open(shard, encoding="utf-8", errors="replace") as f:
                 for lineno, line in enumerate(f, 1):
                     if not line.strip():
                         continue
                     try:
-                        yield Trajectory.model_validate(_record(line))
+                        yield Trajectory.model_validate(_record(line), context=STORED)
                     except (ValueError, RecursionError):  # torn, past the int-string limit, too deep
                         self.torn.append(f"{shard.name}:{lineno}")
+                    except NewerFormatError as e:
+                        raise NewerFormatError(f"{shard}:{lineno}: {e}") from None
 
     def __iter__(self) -> Iterator[Trajectory]:
         """One record per key: the first non-fault one, else the first fault (yielded last)."""
@@ -255,6 +283,7 @@ class TrajectoryStore:
             tmp = self.path.with_suffix(".jsonl.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 for t in trajs:
+                    keep_toolset(self.toolsets, t)
                     f.write(t.model_dump_json(exclude_none=True) + "\n")
                 f.flush()
                 os.fsync(f.fileno())

@@ -34,7 +34,7 @@ _COLUMNS: dict[str, str] = {
     "task_id": "VARCHAR", "sample": "BIGINT", "policy": "VARCHAR", "env": "VARCHAR",
     "tier": "VARCHAR", "split": "VARCHAR", "dialect": "VARCHAR", "toolset_fingerprint": "VARCHAR",
     "end": "VARCHAR", "wall_s": "DOUBLE", "executed": "BOOLEAN",
-    "outcome": "STRUCT(tier VARCHAR, fail_reason VARCHAR, correct BOOLEAN)",
+    "outcome": "STRUCT(tier VARCHAR, fail_reason VARCHAR)",
     "reward": "STRUCT(completion DOUBLE, step DOUBLE, efficiency DOUBLE, violation DOUBLE, total DOUBLE)",
     "steps": f"{_STEP}[]",
 }
@@ -43,7 +43,8 @@ EPISODES_SQL = """
 CREATE VIEW episodes AS SELECT
     task_id, sample, policy, env, tier, split, dialect, toolset_fingerprint, "end", wall_s,
     coalesce(len(steps), 0) AS turns,
-    outcome.tier AS outcome_tier, outcome.fail_reason AS fail_reason, outcome.correct AS correct,
+    outcome.tier AS outcome_tier, outcome.fail_reason AS fail_reason,
+    outcome.tier IN ('success', 'recovered') AS correct,
     reward.total AS reward_total, reward.completion AS reward_completion, reward.step AS reward_step,
     reward.efficiency AS reward_efficiency, reward.violation AS reward_violation,
     coalesce(list_sum([len(s.errors) for s in steps]), 0) AS n_errors,

@@ -1,56 +1,49 @@
-"""Task pools: template generators with executed reference solutions, splits and JSONL storage.
+"""Task pools: what is generic about them. Each environment's own generators live in its folder.
 
-Each environment registers one template generator in ``GENERATORS`` (``(n, seed) -> SynthReport``,
-imported lazily so ``import trajforge.tasks`` stays cheap). LLM-driven synthesis
-(``trajforge.tasks.llm``) and bring-your-own SQLite questions (``trajforge.tasks.byo_sql``) build
-on the same verified-task contract.
+``synthesize(env, n, seed)`` runs the template generator of ``env``'s ``EnvSpec`` (built on the
+skeleton in ``tasks.templates``); ``tasks.llm`` has an LLM write tasks for any environment;
+``tasks.verify`` is the contract every synthesized task meets (executed, verified by replay);
+``tasks.pool`` reads and writes pools (with the toolsets their tasks were made with, beside
+them); ``tasks.splits``, ``tasks.dedup``, ``tasks.tiering`` and ``tasks.mixed`` work on any pool.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import warnings
 
 from trajforge.tasks.pool import Rejection, SynthReport, read_tasks, write_tasks
 
 
-def _sql(n: int, seed: int) -> SynthReport:
-    from trajforge.tasks.sql import generate_sql_tasks
-
-    return generate_sql_tasks(n, seed=seed)
-
-
-def _travel(n: int, seed: int) -> SynthReport:
-    from trajforge.tasks.travel import generate_travel_tasks
-
-    return generate_travel_tasks(n, seed=seed)
-
-
-def _web(n: int, seed: int) -> SynthReport:
-    from trajforge.tasks.web import generate_web_tasks
-
-    return generate_web_tasks(n, seed=seed)
-
-
-def _code(n: int, seed: int) -> SynthReport:
-    from trajforge.tasks.code import generate_code_tasks
-
-    return generate_code_tasks(n, seed=seed)
-
-
-GENERATORS: dict[str, Callable[[int, int], SynthReport]] = {
-    "sql": _sql,
-    "travel": _travel,
-    "web": _web,
-    "code": _code,
-}
-"""Template generator per environment name: ``generator(n, seed)``."""
-
-
-def synthesize(env: str, n: int, seed: int) -> SynthReport:
+def synthesize(env: str, n: int, seed: int = 0) -> SynthReport:
     """Generate ``n`` verified tasks for environment ``env`` (split train/test/heldout)."""
-    if env not in GENERATORS:
-        raise ValueError(f"no task generator for environment {env!r}; known: {sorted(GENERATORS)}")
-    return GENERATORS[env](n, seed)
+    from trajforge.envs import env_spec
+
+    try:
+        spec = env_spec(env)
+    except KeyError as e:
+        raise ValueError(f"no task generator for environment {env!r}: {e.args[0]}") from None
+    if spec.generate is None:
+        raise ValueError(f"no task generator for environment {env!r}: its tasks come from an LLM "
+                         "(trajforge synth --llm) or a file")
+    return spec.generate(n, seed)
 
 
-__all__ = ["GENERATORS", "Rejection", "SynthReport", "read_tasks", "synthesize", "write_tasks"]
+def mixed_pool(specs: dict[str, int], seed: int = 0) -> SynthReport:
+    """``specs[env]`` verified tasks per environment, merged into one pool (``tasks.mixed``)."""
+    from trajforge.tasks.mixed import mixed_pool as build
+
+    return build(specs, seed)
+
+
+__all__ = ["Rejection", "SynthReport", "mixed_pool", "read_tasks", "synthesize", "write_tasks"]
+
+
+def __getattr__(name: str):
+    if name != "GENERATORS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # 0.1's table of generators by environment; each EnvSpec holds its own now.
+    warnings.warn("trajforge.tasks.GENERATORS is deprecated and will be removed in trajforge 0.3; use "
+                  "trajforge.envs.env_spec(name).generate", DeprecationWarning, stacklevel=2)
+    from trajforge.envs import env_names, env_spec
+
+    return {n: env_spec(n).generate for n in env_names() if env_spec(n).generate is not None}

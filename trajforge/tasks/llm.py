@@ -28,24 +28,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
 import json_repair
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from trajforge.envs import env_class, make_env
-from trajforge.envs.sql import answers_match
+from trajforge._compat import moved_names
+from trajforge.envs import env_class, env_spec, env_toolset, make_env
+from trajforge.envs.answers import answers_match
 from trajforge.schema import Split, Task, Tier
-from trajforge.tasks.dedup import DEFAULT_THRESHOLD, Deduper, normalize_prompt, plan_key
+from trajforge.tasks.dedup import Deduper, normalize_prompt, plan_key
+from trajforge.tasks.llm_client import ChatClient, ChatFailure, LLMConfig
 from trajforge.tasks.pool import Rejection, SynthReport
-from trajforge.tasks.tiering import SQL_TOOL, TierScale, plan_score, tier_from_plan
+from trajforge.tasks.tiering import TierScale, plan_score, tier_from_plan
 from trajforge.tasks.verify import PlanRejected, check_calls, run_plan, verified
 
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
@@ -58,106 +57,12 @@ TIER_GUIDE = {
 }
 
 
-class LLMConfig(BaseModel):
-    """Where the task-writing LLM lives and how synthesis uses it."""
-
-    url: str
-    """Base URL of an OpenAI-compatible API (``http://127.0.0.1:8000/v1``)."""
-    model: str
-    """Model name sent with every request."""
-    temperature: float = 0.8
-    """Sampling temperature; some diversity is the point of synthesis."""
-    seed: int = 0
-    """Request ``i`` is sent with ``seed + i`` (servers that honour it make runs repeatable)."""
-    max_tokens: int = 1024
-    """Completion budget per proposal."""
-    max_requests: int | None = None
-    """Upper bound on requests; None means three per wanted task."""
-    retries: int = 3
-    """Extra tries for a transient failure (connection error, 429, 5xx)."""
-    backoff_s: float = 1.0
-    """First retry delay; doubles each try (a numeric ``Retry-After`` wins, up to 30 s)."""
-    max_failures_in_row: int = 3
-    """Requests in a row that fail even after retries before synthesis gives up."""
-    concurrency: int = Field(4, ge=1)
-    """Requests in flight at once (servers such as vLLM batch them)."""
-    timeout_s: float = 120.0
-    """Per-request HTTP timeout."""
-    examples: int = 3
-    """Verified example tasks shown per request."""
-    similarity: float = DEFAULT_THRESHOLD
-    """Token-set Jaccard at or above which a prompt is a near-duplicate (see ``tasks/dedup.py``)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key, if the server wants one (never stored)."""
-
-
 class LLMUnavailable(RuntimeError):
     """The LLM server could not be used; ``report`` keeps everything verified before that."""
 
     def __init__(self, message: str, report: SynthReport):
         super().__init__(message)
         self.report = report
-
-
-class ChatFailure(Exception):
-    """One request failed for good; ``fatal`` when further requests are pointless."""
-
-    def __init__(self, detail: str, fatal: bool):
-        super().__init__(detail)
-        self.detail = detail
-        self.fatal = fatal
-
-
-class ChatClient:
-    """Minimal ``/chat/completions`` client with retries (the policies' client lives above tasks)."""
-
-    def __init__(self, cfg: LLMConfig):
-        self.cfg = cfg
-        self.endpoint = cfg.url.rstrip("/") + "/chat/completions"
-        key = os.environ.get(cfg.api_key_env, "")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.http = httpx.Client(timeout=cfg.timeout_s, headers=headers)
-        self.requests = 0
-        """HTTP requests sent, retries included."""
-        self._retry_after: str | None = None
-
-    def close(self) -> None:
-        self.http.close()
-
-    def complete(self, messages: list[dict], seed: int) -> str:
-        body = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature,
-                "max_tokens": self.cfg.max_tokens, "seed": seed}
-        problem = ""
-        for attempt in range(self.cfg.retries + 1):
-            if attempt:
-                time.sleep(self._delay(attempt))
-            self.requests += 1
-            try:
-                resp = self.http.post(self.endpoint, json=body)
-            except httpx.TransportError as e:
-                problem = f"cannot reach {self.endpoint}: {type(e).__name__}: {e}"
-                self._retry_after = None
-                continue
-            if resp.status_code == 429 or resp.status_code >= 500:
-                problem = f"{self.endpoint} answered HTTP {resp.status_code}: {resp.text[:200]}"
-                self._retry_after = resp.headers.get("Retry-After")
-                continue
-            if resp.status_code >= 400:
-                raise ChatFailure(f"{self.endpoint} refused the request with HTTP "
-                                  f"{resp.status_code}: {resp.text[:300]}", fatal=True)
-            try:
-                content = resp.json()["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise ChatFailure(f"malformed response (no choices[0].message.content): "
-                                  f"{resp.text[:200]}", fatal=False) from None
-            return content if isinstance(content, str) else ""
-        fatal = problem.startswith("cannot reach")
-        raise ChatFailure(f"{problem} (after {self.cfg.retries + 1} tries)", fatal=fatal)
-
-    def _delay(self, attempt: int) -> float:
-        if self._retry_after and self._retry_after.strip().isdigit():
-            return min(float(self._retry_after), 30.0)
-        return self.cfg.backoff_s * 2 ** (attempt - 1)
 
 
 # ---- prompts ----------------------------------------------------------------------------------
@@ -174,7 +79,7 @@ def synthesis_messages(env: str, description: str, examples: Sequence[Task], tie
                        avoid: Sequence[str]) -> list[dict]:
     """The chat messages asking for one new task of ``tier``."""
     cls = env_class(env)
-    tools = json.dumps(cls.toolset().openai())
+    tools = json.dumps(env_toolset(env).openai())
     lines = [
         "## Environment", description, "",
         "## Tools (OpenAI function schema)", tools, "",
@@ -273,7 +178,7 @@ def build_candidate(text: str, where: Proposal, dedup: Deduper,
             and not claim_agrees(claimed, run.expected):
         raise PlanRejected("expected_mismatch",
                            f"the LLM claimed {claimed!r}; executing the plan gave {run.expected!r}")
-    tier = tier_from_plan(run.calls, final, run.results, prompt, scale)
+    tier = tier_from_plan(run.calls, final, run.results, prompt, scale, env=where.env)
     if tier not in allowed:
         raise PlanRejected("off_tier", f"the plan is {tier}; wanted {', '.join(allowed)}")
     return task.model_copy(update={"tier": tier})
@@ -313,13 +218,14 @@ def describe(where: Proposal) -> str:
 def tier_scale(env: str, examples: Sequence[Task]) -> TierScale:
     """Plan scores of the examples' executed references, with their tiers (``tasks/tiering.py``).
 
-    SQL plans are tiered by query structure and need no scale; an example whose reference no
-    longer runs is left out.
+    Plans the environment tiers itself (``EnvSpec.tier``: SQL's queries) need no scale; an example
+    whose reference no longer runs is left out.
     """
     final = env_class(env).final_tool
+    own = env_spec(env).tier
     points = []
     for task in examples:
-        if task.env != env or any(c.name == SQL_TOOL for c in task.reference):
+        if task.env != env or (own is not None and own(task.reference) is not None):
             continue
         try:
             run = run_plan(task.model_copy(update={"expected": None}), task.reference)
@@ -429,3 +335,6 @@ __all__ = [
     "ChatClient", "ChatFailure", "LLMConfig", "LLMUnavailable", "Proposal", "build_candidate",
     "claim_agrees", "parse_proposal", "synthesis_messages", "synthesize_llm",
 ]
+
+
+__getattr__ = moved_names(__name__, {"SQL_TOOL": "trajforge.envs.sql.tiering", "DEFAULT_THRESHOLD": "trajforge.tasks.dedup"})

@@ -17,7 +17,7 @@ from itertools import zip_longest
 from trajforge.schema import Task
 from trajforge.tasks import synthesize
 from trajforge.tasks.pool import SynthReport
-from trajforge.tasks.sql import SPLIT_ORDER
+from trajforge.tasks.templates import SPLIT_ORDER
 
 
 def mixed_pool(specs: dict[str, int], seed: int = 0) -> SynthReport:

@@ -1,15 +1,27 @@
-"""Task pools on disk: one ``Task`` per JSONL line, plus the report a generator returns."""
+"""Task pools on disk: one ``Task`` per JSONL line, the toolsets they use beside them, and the
+report a generator returns.
+
+``write_tasks("runs/x/tasks.jsonl", tasks)`` also writes ``runs/x/toolsets/<fingerprint>.json``
+for every toolset its tasks were made with; ``read_tasks`` reads those back (``toolset_for``
+finds them afterwards). A plain JSONL without them still loads: a task that names no toolset gets
+its environment's current one, derived once from the registry and recorded on the task, and one
+without the expert's words gets its environment's (``EnvSpec.reasoning``). Tool-list (``mcp:``)
+environments are not derived on read, since building one imports its module.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from trajforge.schema import Task
+from trajforge._jsonl import MAX_LINE_BYTES, LineTooLong, jsonl_lines  # noqa: F401 - re-exported
+from trajforge.envs.registry import MCP_PREFIX, env_names
+from trajforge.envs.toolsets import KNOWN, Toolsets
+from trajforge.schema import STORED, Task
 
 
 class Rejection(BaseModel):
@@ -37,10 +49,21 @@ class SynthReport(BaseModel):
     bring-your-own questions); ``dropped`` always holds the counts."""
 
 
+def pool_toolsets(path: str | Path) -> Toolsets:
+    """The ``toolsets/`` folder beside a pool file."""
+    return Toolsets(Path(path).parent / "toolsets", parent=KNOWN)
+
+
 def write_tasks(path: str | Path, tasks: Iterable[Task]) -> Path:
-    """Write tasks as JSONL, atomically (a crash never leaves a half-written pool)."""
+    """Write tasks as JSONL, atomically (a crash never leaves a half-written pool), and the
+    toolsets they name into ``toolsets/`` beside it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    tasks = [recorded(t) for t in tasks]
+    folder = pool_toolsets(path)
+    for fp in sorted({t.toolset_fingerprint for t in tasks if t.toolset_fingerprint}):
+        if fp in KNOWN:  # a task copied from a pool without its toolsets/ keeps just its fingerprint
+            folder.add(KNOWN.get(fp))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -53,30 +76,6 @@ def write_tasks(path: str | Path, tasks: Iterable[Task]) -> Path:
     return path
 
 
-MAX_LINE_BYTES = 64 * 1024 * 1024
-"""Longest JSONL line read (a task, an imported conversation); a longer one is refused, not loaded."""
-
-
-class LineTooLong(ValueError):
-    """A JSONL line over the reader's limit."""
-
-
-def jsonl_lines(path: str | Path, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | LineTooLong]]:
-    """(line number, bytes) of each non-blank line of a JSONL file, read in binary so that invalid
-    UTF-8 is the caller's per-line error, not the file's; a line over ``max_bytes`` comes as a
-    ``LineTooLong`` (and is skipped without being held in memory), so reading goes on after it."""
-    with open(path, "rb") as f:
-        lineno = 0
-        while line := f.readline(max_bytes + 1):
-            lineno += 1
-            if len(line) > max_bytes and not line.endswith(b"\n"):
-                while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
-                    pass
-                yield lineno, LineTooLong(f"line is over {max_bytes} bytes")
-            elif line.strip():
-                yield lineno, line
-
-
 class TaskPoolError(ValueError):
     """A task pool with unreadable lines; ``tasks`` holds every task that was read."""
 
@@ -87,14 +86,16 @@ class TaskPoolError(ValueError):
 
 
 def read_tasks(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> list[Task]:
-    """Read a JSONL task pool. Bad lines (invalid JSON or UTF-8, a wrong field, too long) raise one
-    ``TaskPoolError`` naming each as ``file:line: what``, after the whole file was read."""
+    """Read a JSONL task pool (and its toolsets). Bad lines (invalid JSON or UTF-8, a wrong field,
+    too long) raise one ``TaskPoolError`` naming each as ``file:line: what``, after the whole file
+    was read; a record of a newer format raises ``NewerFormatError``."""
+    pool_toolsets(path).load()
     tasks, problems = [], []
     for lineno, line in jsonl_lines(path, max_line_bytes):
         try:
             if isinstance(line, LineTooLong):
                 raise line
-            tasks.append(Task.model_validate_json(line))
+            tasks.append(Task.model_validate_json(line, context=STORED))
         except ValidationError as e:
             first = e.errors(include_url=False)[0]
             field = ".".join(map(str, first["loc"]))
@@ -102,6 +103,18 @@ def read_tasks(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> list[T
             problems.append(f"{path}:{lineno}: invalid task ({what})")
         except LineTooLong as e:
             problems.append(f"{path}:{lineno}: {e}")
+    tasks = [recorded(t) for t in tasks]
     if problems:
         raise TaskPoolError(path, problems, tasks)
     return tasks
+
+
+def recorded(task: Task) -> Task:
+    """``task`` with its toolset fingerprint and expert words filled in from its environment where
+    it lacks them (see the module docstring); unchanged for unknown and ``mcp:`` environments."""
+    if task.env.startswith(MCP_PREFIX) or task.env not in env_names():
+        return task
+    from trajforge.tasks.verify import stamp_toolset, with_words
+
+    return with_words(stamp_toolset(task))
+

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from trajforge.envs import ToolError, Verdict, env_class, make_env
+from trajforge.envs import ToolError, Verdict, env_class, env_spec, env_toolset, make_env
 from trajforge.parse.validate import validate_call
 from trajforge.schema import Task, ToolCall
 
@@ -46,7 +46,7 @@ class PlanRun(NamedTuple):
 def check_calls(env: str, plan: Sequence[Any]) -> tuple[ToolCall, ...]:
     """Validate raw plan steps (``{"name", "arguments"}``) against ``env``'s tool schema."""
     cls = env_class(env)
-    toolset = cls.toolset()
+    toolset = env_toolset(env)
     calls: list[ToolCall] = []
     for i, step in enumerate(plan, start=1):
         name = step.get("name") if isinstance(step, dict) else None
@@ -138,7 +138,28 @@ def verified(task: Task, calls: Sequence[ToolCall]) -> tuple[Task, PlanRun]:
     ok, detail = replay_accepts(done)
     if not ok:
         raise PlanRejected("verify_failed", detail)
-    return done, run
+    return with_words(stamp_toolset(done)), run
 
 
-__all__ = ["PlanRejected", "PlanRun", "check_calls", "replay_accepts", "run_plan", "verified"]
+def stamp_toolset(task: Task) -> Task:
+    """``task`` with the fingerprint of the toolset it is made for: its environment's current one
+    (what its reference was just validated and executed against) unless it already has one."""
+    if task.toolset_fingerprint is not None:
+        return task
+    return task.model_copy(update={"toolset_fingerprint": env_toolset(task.env).fingerprint})
+
+
+def with_words(task: Task) -> Task:
+    """``task`` with the expert's sentence before each reference call, where its generator wrote
+    none: the environment's ``EnvSpec.reasoning`` when it has one (else the expert says what the
+    call does)."""
+    if task.reasoning or not task.reference:
+        return task
+    words = env_spec(task.env).reasoning
+    if words is None:
+        return task
+    return task.model_copy(update={"reasoning": tuple(words(task, i) for i in range(len(task.reference)))})
+
+
+__all__ = ["PlanRejected", "PlanRun", "check_calls", "replay_accepts", "replay_reference", "run_plan", "stamp_toolset",
+           "verified", "with_words"]

@@ -305,3 +305,15 @@ def _epoch_order(n: int, cfg: DPOConfig) -> list[int]:
         rng.shuffle(epoch)
         order += epoch
     return order[: max(1, int(n * cfg.epochs))]
+
+
+# Names this module imported in 0.1 (deprecated; see trajforge/_compat.py).
+from trajforge._compat import moved_names  # noqa: E402
+
+__getattr__ = moved_names(__name__, {
+    "env_class": "trajforge.envs",
+    "get_dialect": "trajforge.parse",
+    "masked_lm_loss": "trajforge.train.losses",
+    "render_sample": "trajforge.train.data",
+    "save_adapter": "trajforge.train.adapter",
+})

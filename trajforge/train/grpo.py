@@ -39,7 +39,7 @@ from trajforge.schema import Task, Trajectory
 from trajforge.train.curriculum import Curriculum
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import group_advantages, policy_gradient_loss, token_logprobs
-from trajforge.train.loop import CallBatches, Runtime, fit
+from trajforge.train.loop import Runtime, fit
 from trajforge.train.model import lora_model
 from trajforge.train.sequences import IGNORE, Sample, collate, pack_spans
 from trajforge.train.settings import LoraSettings
@@ -457,3 +457,11 @@ def _text_dialect(cfg: GRPOConfig, trajs: list[Trajectory], model: str) -> str:
     from trajforge.policies.models import EMBEDDED
 
     return EMBEDDED.get(model, {}).get("dialect", "hermes")
+
+
+# Names this module imported in 0.1 (deprecated; see trajforge/_compat.py).
+from trajforge._compat import moved_names  # noqa: E402
+
+__getattr__ = moved_names(__name__, {
+    "save_adapter": "trajforge.train.adapter",
+})

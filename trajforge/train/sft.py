@@ -158,7 +158,7 @@ def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
 
 
 def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFTConfig | None = None,
-              allow_mismatch: bool = False, progress: bool = True, resume: bool = False,
+              progress: bool = True, resume: bool = False,
               evaluator: InLoopEval | None = None, replay: list[Sample] | None = None) -> SFTResult:
     """Train an adapter on the successful trajectories; see the module docstring.
 
@@ -172,7 +172,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     data, skipped = select(trajs, cfg)
     if not data:
         raise ValueError(f"no trajectories of tiers {cfg.tiers} to train on (skipped: {skipped})")
-    fingerprints = check_fingerprints(data, allow_mismatch)
+    fingerprints = check_fingerprints(data)
     path = resolve(model)
     runtime = Runtime(cfg)
     net, tok = lora_model(path, cfg, device=str(runtime.device))
@@ -243,9 +243,15 @@ def share_prefix(cfg: LoraSettings, runtime: Runtime) -> bool:
     return True
 
 
-def collate_rows(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-    """Deprecated: ``train.sequences.collate`` on ``{"input_ids", "loss_mask"}`` rows."""
-    return collate([Sample(r["input_ids"], r["loss_mask"]) for r in rows], pad_id)
-
-
 __all__ = ["IGNORE", "SFTConfig", "SFTResult", "select", "train_sft"]
+
+
+# Names this module imported in 0.1 (deprecated; see trajforge/_compat.py).
+from trajforge._compat import moved_names  # noqa: E402
+
+__getattr__ = moved_names(__name__, {
+    "env_class": "trajforge.envs",
+    "masked_lm_loss": "trajforge.train.losses",
+    "render_sample": "trajforge.train.data",
+    "save_adapter": "trajforge.train.adapter",
+})

@@ -1,46 +1,58 @@
 """Which toolset each training trajectory was shown, and what the adapter records about them.
 
-Every trajectory carries the fingerprint of the toolset its model saw. Training renders each
-sample with its own toolset, so a pool that mixes environments (sql + travel) or a role's view of
-a multi-agent pipeline trains in one run; an adapter records every fingerprint it was trained on,
-and the policies accept any of them.
+Every trajectory carries the fingerprint of the toolset its model saw; the toolset itself travels
+with the data (``toolsets/<fingerprint>.json`` beside a store or pool, ``envs/toolsets.py``).
+Training renders each sample with its own toolset, looked up by that fingerprint, so a pool that
+mixes environments (sql + travel) or a role's view of a multi-agent pipeline trains in one run,
+and old data is rendered with the tool prompt its model saw, never with today's. An adapter
+records every fingerprint it was trained on, and the policies accept any of them.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from trajforge.envs.toolsets import env_toolset, toolset_for
 from trajforge.schema import Toolset, Trajectory
 
 
+class UnknownToolset(ValueError):
+    """Training data whose toolset is neither stored with it nor its environment's current one."""
+
+
+def toolset_of(traj: Trajectory) -> Toolset:
+    """The toolset ``traj`` was shown: stored with the data (or built this run) by fingerprint;
+    failing that its environment's current toolset, if the fingerprints agree."""
+    try:
+        return toolset_for(traj.toolset_fingerprint)
+    except KeyError:
+        pass
+    try:
+        current = env_toolset(traj.env)
+    except (KeyError, ValueError):
+        current = None
+    if current is not None and current.fingerprint == traj.toolset_fingerprint:
+        return current
+    now = f"; {traj.env!r} now has {current.fingerprint}" if current is not None else ""
+    raise UnknownToolset(
+        f"trajectory {traj.task_id}#{traj.sample} was collected with toolset {traj.toolset_fingerprint}, "
+        f"which is not stored with the data{now}. Bring the data to today's tools with "
+        "`trajforge migrate`, or keep its toolsets/ folder beside the store")
+
+
 def toolset_lookup() -> Callable[[Trajectory], Toolset]:
-    """Trajectory → its environment's toolset, built once per environment name."""
-    from trajforge.envs import env_class
-
-    cache: dict[str, Toolset] = {}
-
-    def lookup(traj: Trajectory) -> Toolset:
-        if traj.env not in cache:
-            cache[traj.env] = env_class(traj.env).toolset()
-        return cache[traj.env]
-
-    return lookup
+    """``toolset_of``, for the sequence builder."""
+    return toolset_of
 
 
-def check_fingerprints(trajs: list[Trajectory], allow_mismatch: bool = False) -> list[str]:
-    """Every trajectory must match its environment's current toolset; returns the fingerprints
-    (sorted). ``allow_mismatch`` trains on data collected with an older toolset anyway."""
-    lookup = toolset_lookup()
-    stale: dict[str, tuple[str, str]] = {}
+def check_fingerprints(trajs: list[Trajectory]) -> list[str]:
+    """Every trajectory's toolset must resolve (``toolset_of``); returns the fingerprints, sorted."""
+    seen: set[str] = set()
     for t in trajs:
-        current = lookup(t).fingerprint
-        if t.toolset_fingerprint != current:
-            stale.setdefault(t.env, (t.toolset_fingerprint, current))
-    if stale and not allow_mismatch:
-        env, (old, new) = next(iter(stale.items()))
-        raise ValueError(f"trajectories were collected with toolset {old} but env {env!r} now has {new}; "
-                         "re-collect, or pass allow_mismatch=True to migrate")
-    return sorted({t.toolset_fingerprint for t in trajs})
+        if t.toolset_fingerprint not in seen:
+            toolset_of(t)
+            seen.add(t.toolset_fingerprint)
+    return sorted(seen)
 
 
 def fingerprint_meta(trajs: list[Trajectory], fingerprints: list[str]) -> dict:

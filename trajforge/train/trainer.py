@@ -17,3 +17,11 @@ from trajforge.train.settings import LoraSettings
 
 __all__ = ["CHECKPOINTS", "CallBatches", "Checkpointer", "FitResult", "LoraSettings", "NonFiniteWeights",
            "Runtime", "fit", "lora_model", "out_of_time", "save_adapter"]
+
+
+# Names this module imported in 0.1 (deprecated; see trajforge/_compat.py).
+from trajforge._compat import moved_names  # noqa: E402
+
+__getattr__ = moved_names(__name__, {
+    "Curves": "trajforge.train.curves",
+})

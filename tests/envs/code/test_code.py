@@ -1,0 +1,256 @@
+"""Code environment: tools, hidden tests, milestones, verify, snapshot/restore, determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import require_system
+from trajforge.envs import make_env
+from trajforge.envs.code.env import MAX_WORKDIR_BYTES, CodeEnv
+from trajforge.envs.code.hidden import HiddenTests, TestReport, judge, same_value
+from trajforge.envs.sandbox import RunResult, SandboxLimits
+from trajforge.schema import Task, ToolCall
+
+GOOD = "def scale(nums):\n    return [x * 3 for x in nums]\n"
+WRONG = "def scale(nums):\n    return [x * 2 for x in nums]\n"
+SENTINEL = "expected-sentinel-4b1d"
+
+
+def _task(extra_case: bool = False) -> Task:
+    cases = [{"args": [[1, 2]], "expected": [3, 6]}, {"args": [[]], "expected": []},
+             {"args": [[-1]], "expected": [-3]}, {"args": [[0, 5]], "expected": [0, 15]}]
+    if extra_case:
+        cases.append({"args": [["a"]], "expected": [SENTINEL]})
+    return Task(id="code-t", env="code", prompt="Write scale(nums) in solution.py", tier="easy",
+                split="train", template="scale", reference=(),
+                expected={"function": "scale", "cases": cases})
+
+
+@pytest.fixture
+def env():
+    require_system("bwrap", "bubblewrap")
+    env = make_env("code")
+    env.reset(_task())
+    yield env
+    env.close()
+
+
+def call(env: CodeEnv, name: str, **arguments):
+    return env.execute(ToolCall(name=name, arguments=arguments))
+
+
+def test_toolset_is_what_the_model_sees():
+    toolset = CodeEnv.toolset()
+    assert toolset.names == ["write_file", "run_python", "run_tests", "submit"]
+    run_python = toolset.get("run_python").parameters
+    assert set(run_python["properties"]) == {"code", "path"} and "required" not in run_python
+    assert toolset.get("write_file").parameters["required"] == ["path", "content"]
+    assert "hidden" in toolset.get("run_tests").description
+    assert CodeEnv.final_tool == "submit"
+
+
+def test_solving_reaches_every_milestone_in_order(env):
+    assert call(env, "write_file", path="solution.py", content=GOOD).content == \
+        f"Wrote {len(GOOD)} bytes to solution.py."
+    assert call(env, "run_tests").content == "4/4 tests passed."
+    submitted = call(env, "submit")
+    assert submitted.ok and env.done
+    assert submitted.content == "Submitted solution.py: 4/4 tests passed."
+    verdict = env.verify()
+    assert verdict.correct and verdict.submitted and verdict.answer == "4/4 tests passed"
+    assert verdict.milestones == ["wrote_file", "ran_code", "tests_passed", "submitted"]
+
+
+def test_failures_are_shown_without_the_test_source(env):
+    call(env, "write_file", path="solution.py", content=WRONG)
+    report = call(env, "run_tests").content
+    assert report.startswith("1/4 tests passed.")
+    assert "scale([1, 2]) returned [2, 4], expected [3, 6]" in report
+    assert "(1 more failing tests not shown)" not in report  # 3 failures, all shown
+    assert "def " not in report and "cases" not in report
+    call(env, "submit")
+    verdict = env.verify()
+    assert verdict.submitted and not verdict.correct
+    assert verdict.answer == "1/4 tests passed"
+    assert "tests_passed" not in verdict.milestones
+
+
+def test_expected_values_never_enter_the_sandbox():
+    """The runner gets only arguments; code that digs through the runner's globals finds no
+    expected values to copy."""
+    require_system("bwrap", "bubblewrap")
+    env = CodeEnv()
+    env.reset(_task(extra_case=True))
+    try:
+        snoop = ("import sys\nprint(sys.modules['__main__'].__dict__.get('spec'))\n"
+                 "print(open('/proc/self/cmdline', 'rb').read())\n" + GOOD)
+        call(env, "write_file", path="solution.py", content=snoop)
+        report = call(env, "run_tests").content
+        assert "'args'" in report  # the snoop did find the spec...
+        assert SENTINEL not in report.split("Failures:")[1].split("Your code printed:")[1]
+    finally:
+        env.close()
+
+
+def test_printing_a_fake_result_line_does_not_fool_the_tests(env):
+    forged = json.dumps({"cases": [{"value": [3, 6]}] * 4})
+    call(env, "write_file", path="solution.py",
+         content=f"print('@@trajforge-results@@ ' + {forged!r})\n" + WRONG)
+    assert call(env, "run_tests").content.startswith("1/4 tests passed.")
+
+
+def test_import_errors_and_missing_functions_are_explained(env):
+    call(env, "write_file", path="solution.py", content="def scale(nums) return nums\n")
+    report = call(env, "run_tests").content
+    assert report.startswith("0/4 tests passed.\nImporting solution.py failed:")
+    assert 'File "/work/solution.py", line 1' in report and "SyntaxError" in report
+    assert "importlib" not in report  # the runner's own frames are hidden
+    call(env, "write_file", path="solution.py", content="def other():\n    pass\n")
+    assert "solution.py defines no function 'scale'" in call(env, "run_tests").content
+
+
+def test_a_hanging_case_times_out_and_the_rest_are_skipped(env):
+    call(env, "write_file", path="solution.py", content="def scale(nums):\n    while True:\n        pass\n")
+    result = call(env, "run_tests")
+    assert "scale([1, 2]) timed out after 2 s" in result.content
+    assert "was skipped after a timeout" in result.content
+    assert result.elapsed_s < 6
+
+
+def test_code_that_exits_the_process_is_reported(env):
+    call(env, "write_file", path="solution.py", content="import os\nos._exit(0)\n")
+    assert "ended before reporting any result" in call(env, "run_tests").content
+
+
+def test_run_tests_and_submit_need_the_solution_file(env):
+    for tool in ("run_tests", "submit"):
+        result = call(env, tool)
+        assert not result.ok and "no solution.py in the work directory" in result.content
+    assert not env.done
+    assert env.verify().detail == "no solution submitted"
+
+
+def test_run_python_runs_code_or_a_file(env):
+    call(env, "write_file", path="solution.py", content=GOOD)
+    shown = call(env, "run_python", code="from solution import scale\nprint(scale([2]))\n1/0")
+    assert shown.ok
+    assert shown.content.startswith("[6]\nTraceback")
+    assert shown.content.endswith("ZeroDivisionError: division by zero\n[exit code 1]")
+    call(env, "write_file", path="tools/main.py", content="print('from a file')")
+    assert call(env, "run_python", path="tools/main.py").content == "from a file\n[exit code 0]"
+    assert call(env, "run_python", code="pass").content == "(no output)\n[exit code 0]"
+    assert env.milestones == ["wrote_file", "ran_code"]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({}, "exactly one of code or path"),
+    ({"code": "print(1)", "path": "solution.py"}, "exactly one of code or path"),
+    ({"path": "missing.py"}, "no file 'missing.py'"),
+    ({"path": "/etc/passwd"}, "absolute"),
+])
+def test_run_python_argument_errors(env, arguments, message):
+    result = call(env, "run_python", **arguments)
+    assert not result.ok and message in result.content
+
+
+@pytest.mark.parametrize("path, message", [
+    ("/tmp/x.py", "absolute"), ("../x.py", "leaves the work directory"),
+    ("bad name.py", "letters, digits"),
+])
+def test_write_file_rejects_paths_outside_the_work_dir(env, path, message):
+    result = call(env, "write_file", path=path, content="x")
+    assert not result.ok and result.error == "bad_path" and message in result.content
+
+
+def test_write_file_rejects_huge_content(env):
+    result = call(env, "write_file", path="big.py", content="x" * 200_000)
+    assert not result.ok and result.error == "too_large"
+
+
+def test_a_run_that_overfills_the_work_dir_is_undone():
+    require_system("bwrap", "bubblewrap")
+    env = CodeEnv(limits=SandboxLimits(file_mb=16))
+    env.reset(_task())
+    try:
+        call(env, "write_file", path="solution.py", content=GOOD)
+        chunk = 15 * 1024 * 1024
+        result = call(env, "run_python", code=(
+            f"for i in range(3):\n    open(f'blob{{i}}', 'wb').write(b'x' * {chunk})\n"
+            "open('solution.py', 'w').write('broken')"))
+        assert f"limit {MAX_WORKDIR_BYTES} bytes" in result.content
+        assert "its file changes were undone" in result.content
+        tree = env.snapshot()["tree"]
+        assert set(tree.files) == {"solution.py"} and tree.files["solution.py"] == GOOD.encode()
+    finally:
+        env.close()
+
+
+def test_snapshot_and_restore_rewind_files_milestones_and_submission(env):
+    call(env, "write_file", path="solution.py", content=WRONG)
+    snap = env.snapshot()
+    call(env, "write_file", path="solution.py", content=GOOD)
+    call(env, "run_python", code="import os; os.makedirs('a/b'); open('a/b/c.txt', 'w').write('x')")
+    call(env, "submit")
+    assert env.done and env.verify().correct
+    env.restore(snap)
+    assert not env.done and env.report is None
+    assert env.milestones == ["wrote_file"]
+    assert env.snapshot()["tree"].files == {"solution.py": WRONG.encode()}
+    assert call(env, "run_tests").content.startswith("1/4 tests passed.")
+    # The snapshot is a copy: restoring it again still works after more changes.
+    call(env, "write_file", path="solution.py", content=GOOD)
+    env.restore(snap)
+    assert env.snapshot()["tree"].files == {"solution.py": WRONG.encode()}
+
+
+def test_same_task_same_actions_same_outputs():
+    require_system("bwrap", "bubblewrap")
+    script = [("write_file", {"path": "solution.py", "content": "import random\n" + WRONG}),
+              ("run_python", {"code": "print({'b', 'a', 'c'}, hash('x'))"}),
+              ("run_tests", {}), ("submit", {})]
+    outputs = []
+    for _ in range(2):
+        env = CodeEnv()
+        env.reset(_task())
+        outputs.append([call(env, name, **args).content for name, args in script])
+        env.close()
+    assert outputs[0] == outputs[1]
+
+
+def test_each_episode_gets_a_fresh_work_dir_removed_on_close(env):
+    first = env._workdir
+    call(env, "write_file", path="solution.py", content=GOOD)
+    env.reset(_task())
+    assert env._workdir != first and not first.exists()
+    assert env.snapshot()["tree"].files == {}
+    last = env._workdir
+    env.close()
+    assert not last.exists()
+
+
+def test_a_task_without_hidden_tests_is_refused_clearly():
+    bad = _task().model_copy(update={"expected": "42"})
+    with pytest.raises(ValueError, match="code-t: expected must describe hidden tests"):
+        CodeEnv().reset(bad)
+
+
+def test_judge_reads_only_the_runner_report():
+    tests = HiddenTests.model_validate(_task().expected)
+    limits = SandboxLimits()
+    garbage = RunResult(returncode=0, stdout="no report here", stderr="")
+    report = judge(tests, garbage, limits)
+    assert report.passed == 0 and "ended before reporting" in report.error
+    timed_out = RunResult(returncode=None, stdout="", stderr="", timed_out=True)
+    assert "did not finish within 10 s" in judge(tests, timed_out, limits).error
+    assert not TestReport(total=0).all_passed
+
+
+@pytest.mark.parametrize("got, expected, same", [
+    (1, 1, True), (1.0000001, 1, True), (True, 1, False), (1, True, False), (0.1 + 0.2, 0.3, True),
+    ([1, [2]], [1, [2]], True), ([1], [1, 2], False), ({"a": 1}, {"a": 1.0}, True),
+    ("1", 1, False), (None, None, True), ({"a": 1}, {"b": 1}, False),
+])
+def test_same_value(got, expected, same):
+    assert same_value(got, expected) is same

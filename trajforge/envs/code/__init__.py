@@ -1,0 +1,23 @@
+"""The ``code`` environment: write one Python function; hidden unit tests, run sandboxed, decide.
+
+``env`` (CodeEnv: write_file, run_python, run_tests, submit; model-written code runs only in
+``trajforge.envs.sandbox``), ``tasks`` (function-writing templates, oracle-built hidden tests,
+sandbox-run references).
+"""
+
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
+from trajforge.envs.code.env import CodeEnv
+from trajforge.envs.code.tasks import generate_code_tasks
+from trajforge.envs.registry import EnvSpec
+
+SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks,
+               summary="write a Python function; hidden tests run in a bubblewrap sandbox")
+
+__all__ = ["SPEC", "CodeEnv"]
+
+__getattr__ = moved_names(__name__, {
+    **{n: "trajforge.envs.code.env" for n in ("MAX_FILE_BYTES", "MAX_WORKDIR_BYTES", "MAX_WORKDIR_ENTRIES")},
+    **{n: "trajforge.envs.code.hidden" for n in (
+        "HiddenTests", "RUNNER", "SHOWN_FAILURES", "TestCase", "TestReport", "judge", "same_value")},
+    **{n: "trajforge.envs.sandbox" for n in ("RunResult", "Sandbox", "SandboxLimits")},
+    **ENV_MODULE_NAMES})

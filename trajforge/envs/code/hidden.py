@@ -1,0 +1,226 @@
+"""A code task's hidden tests: the cases, the runner that calls the model's function in the
+sandbox, and the judge that compares what it returned on the host.
+
+``HiddenTests`` (stored as ``Task.expected``) holds the module and function name and a list of
+cases, each arguments + expected return value. Only the *arguments* enter the sandbox; the runner
+there imports the model's module, calls the function on each case (with a per-case timer) and
+reports the return values as JSON on stdout, while anything the model's code prints is diverted
+to stderr. The host compares those values with the expected ones (``judge``), so code that tampers
+with the runner can at worst report values — which must still be the right ones.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trajforge.envs.judge import Unreadable, read_report
+from trajforge.envs.sandbox import RunResult, SandboxLimits
+
+SHOWN_FAILURES = 3
+"""Failing cases shown in a test report; the rest are only counted."""
+_RESULT_MARK = "@@trajforge-results@@ "
+
+
+class TestCase(BaseModel):
+    """One hidden unit test: call the function with ``args`` and expect ``expected``."""
+
+    model_config = ConfigDict(frozen=True)
+    __test__ = False  # not a pytest class
+
+    args: list[Any]
+    """Positional arguments (JSON values)."""
+    expected: Any
+    """The return value a correct function gives (a JSON value)."""
+
+
+class HiddenTests(BaseModel):
+    """What a code task stores in ``Task.expected``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    module: str = "solution"
+    """The module the model writes (``solution`` -> ``solution.py``)."""
+    function: str
+    """The function under test."""
+    cases: list[TestCase] = Field(min_length=1)
+    """The hidden unit tests."""
+    case_timeout_s: float = 2.0
+    """Time one case may take before it counts as failed."""
+
+    @property
+    def path(self) -> str:
+        return f"{self.module}.py"
+
+
+class TestReport(BaseModel):
+    """The outcome of one run of the hidden tests."""
+
+    __test__ = False
+
+    passed: int = 0
+    total: int = 0
+    failures: list[str] = Field(default_factory=list)
+    """The first SHOWN_FAILURES failing cases, as the model reads them."""
+    error: str = ""
+    """Why no case could run (import failed, timeout...), when that happened."""
+    output: str = ""
+    """What the model's code printed during the run (capped)."""
+
+    @property
+    def all_passed(self) -> bool:
+        return self.total > 0 and self.passed == self.total and not self.error
+
+    def render(self) -> str:
+        lines = [f"{self.passed}/{self.total} tests passed."]
+        if self.error:
+            lines.append(self.error)
+        if self.failures:
+            lines.append("Failures:")
+            lines += [f"- {f}" for f in self.failures]
+            hidden = self.total - self.passed - len(self.failures)
+            if hidden > 0:
+                lines.append(f"({hidden} more failing tests not shown)")
+        if self.output.strip():
+            lines.append("Your code printed:\n" + self.output.rstrip())
+        return "\n".join(lines)
+
+
+def judge(tests: HiddenTests, result: RunResult, limits: SandboxLimits,
+          note: str = "") -> TestReport:
+    """Compare the runner's reported values with the expected ones."""
+    output = _cap(result.stderr, limits.output_bytes) + note
+    total = len(tests.cases)
+    reported = read_report(result.stdout, _RESULT_MARK)  # bounded: the line came from the sandbox
+    if reported is None:
+        if result.timed_out:
+            error = (f"The tests did not finish within {limits.wall_s:g} s "
+                     "(an infinite loop or a very slow function?).")
+        else:
+            error = ("The test run ended before reporting any result "
+                     f"{result.describe(limits)} (did the code exit the process?).")
+        return TestReport(total=total, error=error, output=output)
+    if isinstance(reported, Unreadable):  # counts against the solution, never as a fault
+        return TestReport(total=total, output=output, error=(
+            f"The test results could not be read ({reported.reason}), so no test counts as "
+            "passed. Don't write to the test runner's output."))
+    if reported.error:
+        return TestReport(total=total, error=reported.error, output=output)
+    outcomes = reported.cases
+    passed, failures = 0, []
+    for i, case in enumerate(tests.cases):
+        got = outcomes[i] if i < len(outcomes) else {}
+        call = f"{tests.function}({_show_args(case.args)})"
+        if "value" in got and same_value(got["value"], case.expected):
+            passed += 1
+        elif len(failures) < SHOWN_FAILURES:
+            if "value" in got:
+                failures.append(f"{call} returned {_show(got['value'])}, "
+                                f"expected {_show(case.expected)}")
+            else:
+                failures.append(f"{call} {got.get('error', 'did not run')}")
+    return TestReport(passed=passed, total=total, failures=failures, output=output)
+
+
+def same_value(got: Any, expected: Any) -> bool:
+    """Equality of JSON values as a unit test means it: floats within 1e-6, bools only as bools."""
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, (int, float)) and isinstance(got, (int, float)):
+        if isinstance(expected, float) or isinstance(got, float):
+            return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6)
+        return got == expected
+    if isinstance(expected, list) and isinstance(got, list):
+        return len(got) == len(expected) and all(map(same_value, got, expected))
+    if isinstance(expected, dict) and isinstance(got, dict):
+        return got.keys() == expected.keys() and all(same_value(got[k], expected[k])
+                                                     for k in expected)
+    return type(got) is type(expected) and got == expected
+
+
+def _show(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _show_args(args: list[Any]) -> str:
+    return _show(tuple(args))[1:-1].rstrip(",") if args else ""
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
+
+
+# Runs inside the sandbox. It reads the case arguments from stdin before importing the model's
+# module, diverts fd 1 to stderr so prints can't mix with the results, and reports one JSON line.
+RUNNER = r"""
+import copy, importlib, json, os, signal, sys, traceback
+spec = json.loads(sys.stdin.read())
+results = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+sys.path.insert(0, os.getcwd())
+MARK = "@@trajforge-results@@ "
+
+class CaseTimeout(BaseException):
+    pass
+
+def alarm(signum, frame):
+    raise CaseTimeout()
+
+def short(text, n=300):
+    return text if len(text) <= n else text[:n] + "..."
+
+def report(data):
+    results.write("\n" + MARK + json.dumps(data) + "\n")
+    results.flush()
+
+signal.signal(signal.SIGALRM, alarm)
+try:
+    module = importlib.import_module(spec["module"])
+except BaseException:
+    # Show the traceback from the model's own file on: the runner's frames are noise to it.
+    lines = traceback.format_exc().strip().splitlines()
+    mine = '"%s/' % os.getcwd()
+    start = next((i for i, l in enumerate(lines) if mine in l), len(lines) - 1)
+    shown = "\n".join(lines[start:][-10:])
+    report({"error": "Importing %s.py failed:\n%s" % (spec["module"], shown)})
+    sys.exit(0)
+fn = getattr(module, spec["function"], None)
+if not callable(fn):
+    report({"error": "%s.py defines no function %r." % (spec["module"], spec["function"])})
+    sys.exit(0)
+cases = []
+for args in spec["args"]:
+    try:
+        signal.setitimer(signal.ITIMER_REAL, spec["timeout"])
+        try:
+            value = fn(*copy.deepcopy(args))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except CaseTimeout:
+        # One hung case would otherwise cost a timeout per remaining case.
+        why = "timed out after %g s (the remaining tests were skipped)" % spec["timeout"]
+        cases.append({"error": why})
+        cases += [{"error": "was skipped after a timeout"}] * (len(spec["args"]) - len(cases))
+        break
+    except BaseException as e:
+        cases.append({"error": "raised " + short("%s: %s" % (type(e).__name__, e))})
+        continue
+    try:
+        size = len(json.dumps(value))
+    except BaseException:
+        kind = type(value).__name__
+        cases.append({"error": "returned a %s, which the tests cannot compare" % kind})
+        continue
+    if size > 20000:
+        cases.append({"error": "returned a value too large to compare (%d characters)" % size})
+    else:
+        cases.append({"value": value})
+report({"cases": cases})
+"""

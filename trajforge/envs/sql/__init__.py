@@ -1,0 +1,25 @@
+"""The ``sql`` environment: answer questions about a retail SQLite database by querying it.
+
+``env`` (SqlEnv: list_tables, describe_table, run_sql, submit_answer; read-only, deadlines,
+caps), ``tasks`` (question templates with executed reference SQL), ``byo`` (tasks from your own
+SQLite file and questions), ``tiering`` (tiers from query structure). The database is
+``trajforge.envs.sqldb`` (seeded, generated on first use).
+"""
+
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
+from trajforge.envs.registry import EnvSpec
+from trajforge.envs.sql.env import SqlEnv
+from trajforge.envs.sql.tasks import generate_sql_tasks, reasoning_for
+from trajforge.envs.sql.tiering import plan_tier
+
+SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, tier=plan_tier, reasoning=reasoning_for,
+               summary="questions about a seeded retail SQLite database (or your own file)")
+
+__all__ = ["SPEC", "SqlEnv"]
+
+__getattr__ = moved_names(__name__, {
+    **{n: "trajforge.envs.sql.results" for n in (
+        "CELL_CHARS", "COUNT_LIMIT", "format_cell", "read_result", "render_rows", "result_contains", "typed_cell")},
+    "MAX_VALUE_BYTES": "trajforge.envs.sql.env", "quote_ident": "trajforge.envs.sql.env",
+    "QueryResult": "trajforge.envs.sql.env:SqlResult", "answers_match": "trajforge.envs.answers",
+    "ensure_db": "trajforge.envs.sqldb", **ENV_MODULE_NAMES})

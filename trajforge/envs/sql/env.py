@@ -1,0 +1,239 @@
+"""SQL environment: answer questions about a retail SQLite database with four tools.
+
+The agent explores the schema (``list_tables``, ``describe_table``), runs read-only queries
+(``run_sql``) and ends the episode with ``submit_answer``. ``verify`` compares the submitted
+answer with the task's expected value through ``answers_match``.
+
+Safety, per episode: the database runs in a worker process (``sqlguard.py``, ``sqlworker.py``):
+opened read-only, an authorizer allow-lists reads (so ATTACH, PRAGMA, writes and
+``load_extension`` are refused before they run), a progress handler enforces a wall-clock deadline
+that the host backs by killing the worker (so it holds inside a single function call too), the
+worker's address space bounds each query's memory, ``SQLITE_LIMIT_LENGTH`` caps any single value,
+and the rendered result is capped in rows, characters and per-cell length.
+
+The ``run_sql`` output format is ``envs/sql/results.py``'s.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from trajforge.envs.answers import answers_match
+from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.sql.results import result_contains, typed_cell
+from trajforge.envs.sqldb import ensure_db
+from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
+
+# The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
+from trajforge.envs.sqlworker import MAX_VALUE_BYTES, quote_ident  # noqa: F401 - re-exported
+from trajforge.envs.sqlworker import authorize as _authorize  # noqa: F401
+from trajforge.schema import Task
+
+
+
+class SqlResult(NamedTuple):
+    """The last successful ``run_sql``: what synthesis reads a task's expected answer from."""
+
+    query: str
+    rows: list[list[str]]
+    """Cells of the rows shown to the agent."""
+    complete: bool
+    """False when rows were cut (row or character cap), so ``rows`` is not the whole answer."""
+
+
+class SqlEnv(Environment):
+    """Answer questions about a retail database by querying it."""
+
+    name = "sql"
+    tool_names = ("list_tables", "describe_table", "run_sql", "submit_answer")
+    final_tool = "submit_answer"
+    # The database is read-only, so the episode state is what the agent submitted and saw last.
+    state_fields = ("answer", "last_result")
+
+    def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
+                 max_chars: int = 4000):
+        super().__init__(seed=seed)
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self.max_chars = max_chars
+        self.answer: str | None = None
+        self.last_result: SqlResult | None = None
+        self._db: GuardedDb | None = None
+        self._schema: dict[str, str] = {}  # table -> compact description
+
+    # ---- episode lifecycle ------------------------------------------------------------------
+
+    def reset(self, task: Task) -> str:
+        """Open a fresh read-only connection on the task's database (``task.db`` when set, else
+        the generated one for ``task.seed``)."""
+        super().reset(task)
+        self.close()
+        self.answer = None
+        self.last_result = None
+        if task.db is not None and not Path(task.db).is_file():
+            raise FileNotFoundError(f"task {task.id}: database file {task.db} does not exist")
+        # The worker reads the schema before its authorizer goes in (describe_table needs PRAGMA,
+        # the model doesn't get it).
+        self._db = GuardedDb(Path(task.db) if task.db else ensure_db(task.seed))
+        self._schema = self._db.schema
+        return ""
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def verify(self) -> Verdict:
+        expected = self.task.expected if self.task else None
+        submitted = self.answer is not None
+        correct = submitted and answers_match(self.answer, expected)
+        detail = (f"expected {expected!r}, got {self.answer!r}" if submitted
+                  else "no answer submitted")
+        return Verdict(submitted=submitted, answer=self.answer, correct=correct,
+                       milestones=list(self.milestones), detail=detail)
+
+    # ---- synthesis hooks --------------------------------------------------------------------
+
+    def describe_for_synthesis(self, sample_rows: int = 3) -> str:
+        """The database a task writer must know: every table's columns and a few rows."""
+        db = self._require_db()
+        parts = ["The agent answers questions about this SQLite database by querying it "
+                 "(read-only). The answer a plan submits must be exactly the result of its last "
+                 "run_sql query: the value of a one-row result, or a one-column result as a "
+                 "comma-separated list. Tables, with a few sample rows each:"]
+        for table, description in self._schema.items():
+            text, _ = db.query(f"SELECT * FROM {quote_ident(table)} LIMIT {int(sample_rows)}",
+                               self.timeout_s, sample_rows, 1500)
+            parts.append(f"{description}\n{text}")
+        return "\n\n".join(parts)
+
+    def expected_outcome(self) -> Any:
+        """The answer the plan's last query produced, provided the submission states it.
+
+        Precisely: the episode must have submitted an answer and run at least one query; the last
+        query's result must be complete and non-empty; then the expected answer is the whole
+        column when the result is one column of several rows (a list answer), or the cell of a
+        one-row result that the submission matches (a number or a name). Anything else raises
+        ``ToolError`` with the reason as its kind. A top-1 query (``... LIMIT 1``) whose last column
+        ties with the runner-up is ``ambiguous_answer``: the question has two right answers.
+        """
+        if self.answer is None:
+            raise ToolError("the plan never submitted an answer", kind="no_final_call")
+        last = self.last_result
+        if last is None:
+            raise ToolError("the plan ran no query, so its answer comes from nowhere", kind="no_query")
+        if not last.complete:
+            raise ToolError("the last query's result was cut at the row/character cap",
+                            kind="truncated_result")
+        if not last.rows or all(c == "NULL" for row in last.rows for c in row):
+            raise ToolError("the last query returned no rows or only NULL", kind="empty_result")
+        if len(last.rows[0]) == 1 and len(last.rows) > 1:
+            expected: Any = [row[0] for row in last.rows]
+            if not answers_match(self.answer, expected):
+                raise ToolError(f"submitted {self.answer!r} but the last query returned the list "
+                                f"{expected!r}", kind="verify_failed")
+            return expected
+        if len(last.rows) > 1:
+            raise ToolError(f"the last query returned {len(last.rows)} rows of "
+                            f"{len(last.rows[0])} columns; end with a query whose result is the "
+                            "answer", kind="ambiguous_answer")
+        matches = [typed_cell(c) for c in last.rows[0] if answers_match(self.answer, typed_cell(c))]
+        if not matches:
+            raise ToolError(f"submitted {self.answer!r} but the last query returned "
+                            f"{last.rows[0]!r}", kind="verify_failed")
+        if len(last.rows[0]) > 1 and self._ties_runner_up(last.query):
+            raise ToolError("the top row ties with the runner-up", kind="ambiguous_answer")
+        return matches[0]
+
+    def _ties_runner_up(self, query: str) -> bool:
+        """For ``... LIMIT 1``: does the second row carry the same last-column value?"""
+        m = re.search(r"\blimit\s+1\s*;?\s*$", query, re.I)
+        if m is None:
+            return False
+        try:  # under the same deadline as any query: a plan's SQL never runs without one
+            _, rows = self._require_db().query(query[:m.start()] + "LIMIT 2", self.timeout_s, 2,
+                                               self.max_chars)
+        except sqlite3.Error:
+            return False
+        return len(rows) == 2 and rows[0][-1] == rows[1][-1]
+
+    # ---- tools ------------------------------------------------------------------------------
+
+    def list_tables(self) -> str:
+        """List the database tables."""
+        self._require_db()
+        self.reach("explored_schema")
+        return ", ".join(self._schema)
+
+    def describe_table(self, table: str) -> str:
+        """Show a table's columns and types.
+
+        Args:
+            table: Table name.
+        """
+        self._require_db()
+        key = table.strip().strip("\"'`[]").lower()
+        if key not in self._schema:
+            raise ToolError(f"no table {table!r}; tables: {', '.join(self._schema)}",
+                            kind="unknown_table")
+        self.reach("explored_schema")
+        return self._schema[key]
+
+    def run_sql(self, query: str) -> str:
+        """Run one read-only SQLite SELECT query.
+
+        Args:
+            query: The SQL query.
+        """
+        db = self._require_db()
+        if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
+            raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
+        try:
+            text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars)
+        except (sqlite3.Error, sqlite3.Warning) as e:
+            raise ToolError(self._explain(e), kind="sql_error") from None
+        self.reach("query_ok")
+        self.last_result = SqlResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
+                                       .startswith("... (truncated"))
+        if self.task is not None and result_contains(cells, self.task.expected):
+            self.reach("found_answer")
+        return text
+
+    def submit_answer(self, answer: str) -> str:
+        """Submit your final answer.
+
+        Args:
+            answer: The answer, e.g. a number or a name.
+        """
+        self.answer = str(answer)
+        self.reach("submitted")
+        return "Answer submitted."
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def _require_db(self) -> GuardedDb:
+        if self._db is None:
+            raise RuntimeError("SqlEnv used before reset(task)")  # caller bug -> env_fault
+        return self._db
+
+    def _explain(self, e: Exception) -> str:
+        """Turn a sqlite3 exception into a short message the model can act on."""
+        msg = str(e)
+        if "interrupted" in msg:
+            return f"query exceeded the {self.timeout_s:.1f} s time limit"
+        if "not authorized" in msg or "readonly" in msg:
+            return "only read-only SELECT queries are allowed"
+        if "too big" in msg:
+            return f"a value exceeded the {MAX_VALUE_BYTES} byte limit"
+        if "out of memory" in msg:
+            return f"query exceeded the {MEMORY_MB} MB memory limit"
+        if "one statement at a time" in msg:
+            return "run one SQL statement per call"
+        return msg
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", sql, flags=re.S)

@@ -1,0 +1,75 @@
+"""What ``run_sql`` shows the agent, and reading it back: one format, written and parsed here.
+
+``run_sql`` output format (``read_result`` parses it back)::
+
+    name|price
+    Trail Running Shoes|129.99
+    Yoga Mat|24.5
+    (2 rows)
+
+One header line, one line per row, cells joined by ``|``; inside a cell ``\\``, ``|`` and newlines
+are escaped as ``\\\\``, ``\\|`` and ``\\n``; SQL NULL is ``NULL``; blobs show as
+``<blob N bytes>``; a cell over 200 characters ends in ``...(+N chars)``. The last line is
+always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trajforge.envs.answers import answers_match, normalized
+
+# Rendering runs in the SQL worker process (plain stdlib there), so it lives in its module.
+from trajforge.envs.sqlworker import CELL_CHARS, COUNT_LIMIT, format_cell, render_rows  # noqa: E402,F401
+
+
+def read_result(text: str) -> list[list[str]]:
+    """Parse ``run_sql`` output back into rows of cell strings (header and footer dropped)."""
+    lines = text.split("\n")
+    if len(lines) < 2:
+        raise ValueError("not a run_sql result: expected a header and a footer line")
+    return [_split_cells(line) for line in lines[1:-1]]
+
+
+def _split_cells(line: str) -> list[str]:
+    cells, buf, i = [], [], 0
+    unescape = {"\\": "\\", "|": "|", "n": "\n", "r": "\r"}
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and i + 1 < len(line):
+            buf.append(unescape.get(line[i + 1], line[i + 1]))
+            i += 2
+            continue
+        if ch == "|":
+            cells.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+        i += 1
+    cells.append("".join(buf))
+    return cells
+
+
+def typed_cell(cell: str) -> Any:
+    """A result cell as an expected value: int or float when it reads as a number, else text."""
+    if re.fullmatch(r"-?\d+", cell):
+        return int(cell)
+    if re.fullmatch(r"-?(\d+\.\d*|\.\d+)(e[-+]?\d+)?", cell, re.I):
+        return float(cell)
+    return cell
+
+
+def result_contains(cells: list[list[str]], expected: Any) -> bool:
+    """Whether query result cells contain the expected answer (all items, for lists)."""
+    if expected is None:
+        return False
+    flat = [c for row in cells for c in row]
+    if isinstance(expected, (list, tuple)):
+        have = {normalized(c) for c in flat}
+        return bool(expected) and all(normalized(e) in have for e in expected)
+    return any(answers_match(c, expected) for c in flat)
+
+
+__all__ = ["CELL_CHARS", "COUNT_LIMIT", "format_cell", "read_result", "render_rows", "result_contains",
+           "typed_cell"]

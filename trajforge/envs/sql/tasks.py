@@ -1,0 +1,390 @@
+"""SQL task templates: question + reference SQL, executed and verified at generation time.
+
+``generate_sql_tasks(n, seed)`` draws template instances, runs every reference call through a
+real ``SqlEnv``, fills the answer from what the queries returned, and keeps the task only if
+replaying the reference makes ``verify()`` accept. Nothing here is computed in Python on the
+side: the expected answer is whatever the executed reference SQL showed the expert.
+
+Splits test generalisation along two axes:
+
+* held-out *entities*: ``HELDOUT_COUNTRIES`` (and so their cities) and ``HELDOUT_CATEGORIES``
+  (and so their products) appear only in the ``heldout`` split;
+* held-out *templates*: those with ``heldout_only=True`` appear only in ``heldout``. Each is a
+  close cousin of a seen template, so a 135M model has a fair chance.
+
+``train`` and ``test`` share templates and entities but never a task instance.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from trajforge.envs.sql.env import SqlEnv
+from trajforge.envs.sql.results import read_result
+from trajforge.envs.sqldb import CITIES, COUNTRIES, PRODUCTS
+from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES
+from trajforge.schema import Split, Task, Tier, ToolCall
+from trajforge.tasks.pool import SynthReport
+from trajforge.tasks.templates import TemplateGenerator, stable_id
+from trajforge.tasks.verify import replay_reference
+
+HELDOUT_COUNTRIES: tuple[str, ...] = ("Portugal", "Austria")
+HELDOUT_CATEGORIES: tuple[str, ...] = ("Garden", "Toys")
+
+EntityKind = Literal["city", "country", "category", "product"]
+AnswerKind = Literal["number", "name", "list"]
+
+
+def entity_values(kind: EntityKind, heldout: bool) -> tuple[str, ...]:
+    """The values of one entity kind in the held-out (or the seen) partition.
+
+    Cities follow their country and products their category, so a held-out city or product
+    never leaks into a train task through a related entity.
+    """
+    if kind == "country":
+        return tuple(c for c in COUNTRIES if (c in HELDOUT_COUNTRIES) == heldout)
+    if kind == "city":
+        return tuple(c for c, k in CITIES.items() if (k in HELDOUT_COUNTRIES) == heldout)
+    if kind == "category":
+        return tuple(c for c in ALL_CATEGORIES if (c in HELDOUT_CATEGORIES) == heldout)
+    if kind == "product":
+        return tuple(p for p, c in PRODUCTS.items() if (c in HELDOUT_CATEGORIES) == heldout)
+    raise ValueError(f"unknown entity kind {kind!r}")
+
+
+def heldout_values() -> set[str]:
+    """Every held-out entity value, of every kind."""
+    kinds: tuple[EntityKind, ...] = ("city", "country", "category", "product")
+    return {v for k in kinds for v in entity_values(k, heldout=True)}
+
+
+@dataclass(frozen=True)
+class Template:
+    """One question pattern with its reference solution and the expert's words for each step."""
+
+    id: str
+    tier: Tier
+    slots: tuple[EntityKind, ...]
+    """Entity kinds filled into prompt and SQL (one of each kind at most)."""
+    prompt: str
+    sql: tuple[str, ...]
+    """Reference queries; ``{prev}`` is the first cell the previous query returned."""
+    answer: AnswerKind
+    """number: first cell; name: first cell; list: the whole first column."""
+    reasoning: tuple[str, ...]
+    """One sentence per reference call (schema calls, queries, submit); ``{answer}`` allowed."""
+    describe: str | None = None
+    """Hard templates: the table the expert inspects after listing tables."""
+    heldout_only: bool = False
+    unique_top: bool = False
+    """The answer is a top-1 row: drop instances where the runner-up ties with it."""
+
+    @property
+    def schema_calls(self) -> tuple[ToolCall, ...]:
+        if self.describe is None:
+            return ()
+        return (ToolCall(name="list_tables"),
+                ToolCall(name="describe_table", arguments={"table": self.describe}))
+
+
+# Joins used by several templates, spelled once.
+_ITEMS_BY_CITY = ("FROM order_items oi JOIN orders o ON oi.order_id = o.id "
+                  "JOIN customers c ON o.customer_id = c.id")
+_ITEMS_BY_CITY_PRODUCT = _ITEMS_BY_CITY + " JOIN products p ON oi.product_id = p.id"
+
+TEMPLATES: tuple[Template, ...] = (
+    # ---- easy: one table, one filter -----------------------------------------------------
+    Template(
+        id="customers_in_city", tier="easy", slots=("city",), answer="number",
+        prompt="How many customers live in {city}? Answer with a number.",
+        sql=("SELECT COUNT(*) FROM customers WHERE city = '{city}'",),
+        reasoning=("I'll count the customers whose city is {city}.",
+                   "The count is {answer}, so I'll submit it."),
+    ),
+    Template(
+        id="low_stock_in_category", tier="easy", slots=("category",), answer="number",
+        prompt="How many {category} products have fewer than 50 units in stock? "
+               "Answer with a number.",
+        sql=("SELECT COUNT(*) FROM products WHERE category = '{category}' AND stock < 50",),
+        reasoning=("I'll count the {category} products with stock below 50.",
+                   "The query returned {answer}, so that's the answer."),
+    ),
+    Template(
+        id="product_price", tier="easy", slots=("product",), answer="number",
+        prompt="What is the price of the {product}? Answer with a number.",
+        sql=("SELECT price FROM products WHERE name = '{product}'",),
+        reasoning=("I'll look up the price of the {product} in the products table.",
+                   "The {product} costs {answer}, so I'll submit that."),
+    ),
+    Template(
+        id="priciest_in_category", tier="easy", slots=("category",), answer="name",
+        unique_top=True,
+        prompt="Which {category} product has the highest price? Answer with the product name.",
+        sql=("SELECT name, price FROM products WHERE category = '{category}' "
+             "ORDER BY price DESC LIMIT 1",),
+        reasoning=("I'll sort the {category} products by price and take the top one.",
+                   "The most expensive one is the {answer}, so I'll submit its name."),
+    ),
+    Template(
+        id="gold_customers_in_city", tier="easy", slots=("city",), answer="list",
+        prompt="Which gold-tier customers live in {city}? "
+               "Answer with their names separated by commas.",
+        sql=("SELECT name FROM customers WHERE city = '{city}' AND tier = 'gold'",),
+        reasoning=("I'll list the customers in {city} whose tier is gold.",
+                   "The gold customers are {answer}, so I'll submit those names."),
+    ),
+    Template(  # held-out cousin of product_price: same table, another column
+        id="product_stock", tier="easy", slots=("product",), answer="number", heldout_only=True,
+        prompt="How many units of the {product} are in stock? Answer with a number.",
+        sql=("SELECT stock FROM products WHERE name = '{product}'",),
+        reasoning=("I'll look up the stock of the {product} in the products table.",
+                   "There are {answer} units in stock, so I'll submit {answer}."),
+    ),
+    # ---- medium: join + aggregate ----------------------------------------------------------
+    Template(
+        id="orders_from_city", tier="medium", slots=("city",), answer="number",
+        prompt="How many orders were placed by customers in {city}? Answer with a number.",
+        sql=("SELECT COUNT(*) FROM orders o JOIN customers c ON o.customer_id = c.id "
+             "WHERE c.city = '{city}'",),
+        reasoning=("I'll join orders to customers and count the orders from {city}.",
+                   "The order count for {city} is {answer}, so I'll submit it."),
+    ),
+    Template(
+        id="units_sold_of_product", tier="medium", slots=("product",), answer="number",
+        prompt="How many units of the {product} have been sold in total? Answer with a number.",
+        sql=("SELECT SUM(oi.quantity) FROM order_items oi JOIN products p "
+             "ON oi.product_id = p.id WHERE p.name = '{product}'",),
+        reasoning=("I'll add up the quantities in order_items for the {product}.",
+                   "In total {answer} units were sold, so I'll submit {answer}."),
+    ),
+    Template(
+        id="city_spend_on_category", tier="medium", slots=("city", "category"), answer="number",
+        prompt="How much did customers in {city} spend on {category} products? "
+               "Answer with a number.",
+        sql=(f"SELECT ROUND(SUM(oi.quantity * oi.unit_price), 2) {_ITEMS_BY_CITY_PRODUCT} "
+             "WHERE c.city = '{city}' AND p.category = '{category}'",),
+        reasoning=("I'll sum quantity times unit price over {category} items bought in {city}.",
+                   "They spent {answer}, so I'll submit that amount."),
+    ),
+    Template(
+        id="top_spender_in_city", tier="medium", slots=("city",), answer="name", unique_top=True,
+        prompt="Which customer in {city} has spent the most money? "
+               "Answer with the customer's name.",
+        sql=("SELECT c.name, ROUND(SUM(oi.quantity * oi.unit_price), 2) AS total "
+             f"{_ITEMS_BY_CITY} WHERE c.city = '{{city}}' "
+             "GROUP BY c.id ORDER BY total DESC LIMIT 1",),
+        reasoning=("I'll total each {city} customer's spending and take the largest.",
+                   "{answer} spent the most, so I'll submit that name."),
+    ),
+    Template(  # held-out cousin of city_spend_on_category: units instead of money
+        id="city_units_of_category", tier="medium", slots=("city", "category"), answer="number",
+        heldout_only=True,
+        prompt="How many units of {category} products did customers in {city} buy? "
+               "Answer with a number.",
+        sql=(f"SELECT SUM(oi.quantity) {_ITEMS_BY_CITY_PRODUCT} "
+             "WHERE c.city = '{city}' AND p.category = '{category}'",),
+        reasoning=("I'll sum the quantities of {category} items bought by customers in {city}.",
+                   "They bought {answer} units, so I'll submit {answer}."),
+    ),
+    # ---- hard: schema discovery, then a subquery or two dependent queries ------------------
+    Template(
+        id="above_average_in_category", tier="hard", slots=("category",), answer="number",
+        describe="products",
+        prompt="How many {category} products cost more than the average price of all products? "
+               "Answer with a number.",
+        sql=("SELECT ROUND(AVG(price), 2) FROM products",
+             "SELECT COUNT(*) FROM products WHERE category = '{category}' AND price > {prev}"),
+        reasoning=("First I'll see which tables the database has.",
+                   "Prices should be in the products table, so I'll check its columns.",
+                   "I need the average price over all products first.",
+                   "Now I'll count the {category} products priced above that average.",
+                   "The count above average is {answer}, so I'll submit it."),
+    ),
+    Template(
+        id="never_ordered_in_city", tier="hard", slots=("city",), answer="number",
+        describe="orders",
+        prompt="How many customers in {city} have never placed an order? Answer with a number.",
+        sql=("SELECT COUNT(*) FROM customers WHERE city = '{city}' "
+             "AND id NOT IN (SELECT customer_id FROM orders)",),
+        reasoning=("Let me list the tables to find customers and orders.",
+                   "I'll check how the orders table refers to customers.",
+                   "I'll count {city} customers whose id never appears in orders.",
+                   "The number of {city} customers without orders is {answer}, so I'll submit it."),
+    ),
+    Template(
+        id="biggest_order_in_city", tier="hard", slots=("city",), answer="name", unique_top=True,
+        describe="order_items",
+        prompt="Which customer in {city} placed the single most expensive order? "
+               "Answer with the customer's name.",
+        sql=("SELECT o.id, ROUND(SUM(oi.quantity * oi.unit_price), 2) AS total "
+             f"{_ITEMS_BY_CITY} WHERE c.city = '{{city}}' "
+             "GROUP BY o.id ORDER BY total DESC LIMIT 1",
+             "SELECT c.name FROM customers c JOIN orders o ON o.customer_id = c.id "
+             "WHERE o.id = {prev}"),
+        reasoning=("I'll start by listing the tables.",
+                   "Order totals come from order_items, so I'll look at its columns.",
+                   "I'll find the {city} order with the largest total.",
+                   "Now I'll look up who placed that order.",
+                   "The order was placed by {answer}, so I'll submit that name."),
+    ),
+)
+TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
+
+def task_id(template: Template, entities: dict[str, str], db_seed: int) -> str:
+    """Stable id: same template, entities and database give the same id on any machine."""
+    return stable_id("sql", template.id, [entities, db_seed])
+
+
+def generate_sql_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
+    """``n`` verified SQL tasks split train/test/heldout, plus counts of dropped candidates.
+
+    Fewer than ``n`` come back only when the template x entity space runs out
+    (``dropped["unfilled"]`` says how many places stayed empty).
+    """
+    return generator(db_seed)(n, seed)
+
+
+def generator(db_seed: int = 0) -> TemplateGenerator[Template]:
+    """The SQL templates on the skeleton: listed order; a template leaves the rotation once its
+    whole entity space has been drawn, so a small space can't loop forever on duplicates."""
+    return TemplateGenerator(
+        templates=TEMPLATES, draw=draw_entities, space=_space_size,
+        task_id=lambda t, e: task_id(t, e, db_seed),
+        build=lambda t, e, split: build_task(t, e, split, db_seed))
+
+
+def draw_entities(template: Template, rng: random.Random, heldout: bool) -> dict[str, str]:
+    return {k: rng.choice(entity_values(k, heldout)) for k in template.slots}
+
+
+def _space_size(template: Template, heldout: bool) -> int:
+    size = 1
+    for kind in template.slots:
+        size *= len(entity_values(kind, heldout))
+    return size
+
+
+def _answer_values(expected: object) -> set[str]:
+    items = expected if isinstance(expected, list) else [expected]
+    return {str(i) for i in items}
+
+
+def build_task(template: Template, entities: dict[str, str], split: Split,
+               db_seed: int = 0) -> Task | str:
+    """Execute the template's reference and return the verified Task, or a drop reason."""
+    probe = Task(id=task_id(template, entities, db_seed), env="sql",
+                 prompt=template.prompt.format(**entities), tier=template.tier, split=split,
+                 template=template.id, reference=(), expected=None, entities=entities,
+                 seed=db_seed)
+    env = SqlEnv()
+    env.reset(probe)
+    try:
+        outcome = _run_reference(env, template, entities)
+    finally:
+        env.close()
+    if isinstance(outcome, str):
+        return outcome
+    calls, rows = outcome
+    try:
+        answer, expected = _read_answer(template.answer, rows)
+    except ValueError:
+        return "reference_error"
+    if split != "heldout" and heldout_values() & _answer_values(expected):
+        return "heldout_leak"  # e.g. a train question answered by a held-out city
+    submit = ToolCall(name="submit_answer", arguments={"answer": answer})
+    task = probe.model_copy(update={"reference": (*calls, submit), "expected": expected})
+    if not replay_reference(task).correct:
+        return "verifier_rejected"
+    return task.model_copy(update={"reasoning": tuple(reasoning_for(task, i) for i in range(len(task.reference)))})
+
+
+def _run_reference(env: SqlEnv, template: Template, entities: dict[str, str]
+                   ) -> tuple[list[ToolCall], list[list[str]]] | str:
+    """Run schema calls and queries; returns (calls, last rows) or a drop reason."""
+    calls = list(template.schema_calls)
+    for call in calls:
+        if not env.execute(call).ok:
+            return "reference_error"
+    rows: list[list[str]] = []
+    prev = ""
+    for fmt in template.sql:
+        query = fmt.format(**entities, prev=prev)
+        result = env.execute(ToolCall(name="run_sql", arguments={"query": query}))
+        if not result.ok:
+            return "reference_error"
+        rows = read_result(result.content)
+        if not rows or rows[0][0] == "NULL":
+            return "empty_result"
+        if template.unique_top and _ties_runner_up(env, query):
+            return "ambiguous_answer"
+        calls.append(ToolCall(name="run_sql", arguments={"query": query}))
+        prev = rows[0][0]
+    return calls, rows
+
+
+def _ties_runner_up(env: SqlEnv, query: str) -> bool:
+    """For a top-1 query: does the second row have the same ranking value as the first?"""
+    if not query.rstrip().endswith("LIMIT 1"):
+        return False
+    call = ToolCall(name="run_sql", arguments={"query": query.rstrip()[:-1] + "2"})
+    result = env.execute(call)
+    rows = read_result(result.content) if result.ok else []
+    return len(rows) == 2 and rows[0][-1] == rows[1][-1]
+
+
+def _read_answer(kind: AnswerKind, rows: list[list[str]]) -> tuple[str, object]:
+    """(submit_answer argument, expected value) read from the last query's rows."""
+    if kind == "list":
+        names = [r[0] for r in rows]
+        return ", ".join(names), names
+    cell = rows[0][0]
+    if kind == "number":
+        if re.fullmatch(r"-?\d+", cell):
+            return cell, int(cell)
+        return cell, float(cell)  # ValueError for a non-number: the template is broken
+    return cell, cell
+
+
+def reasoning_for(task: Task, call_index: int) -> str:
+    """The sentence the expert says before reference call ``call_index`` of ``task``."""
+    template = TEMPLATES_BY_ID.get(task.template)
+    if template is None:  # synthesized or bring-your-own: no template wording, say what the call does
+        if not 0 <= call_index < len(task.reference):
+            raise IndexError(f"{task.id} has {len(task.reference)} reference calls, "
+                             f"not {call_index + 1}")
+        return plain_reasoning(task.reference[call_index])
+    if not 0 <= call_index < len(template.reasoning):
+        raise IndexError(f"{task.id} has {len(template.reasoning)} reference calls, "
+                         f"not {call_index + 1}")
+    return template.reasoning[call_index].format(**task.entities,
+                                                 answer=_answer_text(task.expected))
+
+
+def plain_reasoning(call: ToolCall) -> str:
+    """A neutral sentence for a call outside any template (it states no result in advance)."""
+    args = call.arguments
+    if call.name == "list_tables":
+        return "First I'll see which tables the database has."
+    if call.name == "describe_table":
+        return f"I'll check the columns of the {args.get('table', '')} table."
+    if call.name == "run_sql":
+        return "I'll query the database for what the question asks."
+    if call.name == "submit_answer":
+        return f"The query returned {args.get('answer', '')}, so I'll submit that."
+    return f"I'll call {call.name}."
+
+
+def _answer_text(expected: object) -> str:
+    if isinstance(expected, list):
+        return ", ".join(map(str, expected))
+    return str(expected)
+
+
+__all__ = [
+    "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_task", "draw_entities",
+    "entity_values", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
+    "task_id",
+]

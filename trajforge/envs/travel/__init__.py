@@ -1,0 +1,24 @@
+"""The ``travel`` environment: search and book flights and hotels, check forecasts, then finish.
+
+``env`` (TravelEnv and its tool output formats), ``catalog`` (the seeded world: cities, daily
+flights, hotels, weather), ``tasks`` (booking templates whose plans run against the catalog and
+through the tools, held-out cities, days, templates and tool combinations).
+"""
+
+from trajforge._compat import ENV_MODULE_NAMES, moved_names
+from trajforge.envs.registry import EnvSpec
+from trajforge.envs.travel.env import TravelEnv
+from trajforge.envs.travel.tasks import generate_travel_tasks
+
+SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks,
+               summary="book flights and hotels against a seeded catalog of 20 cities")
+
+__all__ = ["SPEC", "TravelEnv"]
+
+__getattr__ = moved_names(__name__, {
+    **{n: "trajforge.envs.travel.env" for n in ("Booking", "MAX_NAME", "MAX_NIGHTS", "booking_key")},
+    **{n: "trajforge.envs.travel.formats" for n in (
+        "BookingRow", "FlightRow", "HotelRow", "read_bookings", "read_flights", "read_hotels")},
+    **{n: "trajforge.envs.travel.catalog" for n in ("CURRENCY", "Catalog", "City", "Flight", "Hotel", "catalog",
+                                                     "day_range")},
+    **ENV_MODULE_NAMES})

@@ -1,0 +1,346 @@
+"""Asynchronous collection at scale: many episodes at once, deadlines, retries, fault records.
+
+    trajs = run_concurrent(tasks, policy, cfg=CollectConfig(concurrency=64), on_done=store.append)
+
+Up to ``concurrency`` episodes run at once; each runs its turns in order (request the model's
+turn → parse → execute the calls in the environment → feed back) with the same ``Episode`` logic
+as the batched loop in ``loop.py``, so both produce identical trajectories. Policies with an async
+``act_one`` (``OpenAIPolicy``) are called per episode; others (``act``) run in a thread. The local
+HF policy is better served by the batched ``run_episodes``, which generates a whole batch at once.
+
+Three deadlines, each its own knob:
+- model request (``request_timeout_s``): one HTTP request, connect to last byte;
+- tool call (``tool_timeout_s``): one environment call (start, tool, verify) on its worker thread;
+  a call past it ends the episode as ``env_fault`` (``tool_timeout``) and strands only its thread;
+- episode (``episode_timeout_s``): working time, counted from when the episode gets its
+  concurrency slot (not while it waits for one).
+
+Retries, with exponential backoff and jitter, only for infrastructure: a request that failed with
+429, 5xx, a reset or refused connection or a timeout, an environment that failed to start, a tool
+that crashed. What the model wrote (no call, malformed call, invalid arguments, wrong answer) is
+never retried: it is fed back to the model, as always. Each fault is recorded on the trajectory
+(``Trajectory.faults``, ``Step.retries``), retried or not; one that could not be retried away ends
+the episode with ``end="env_fault"``, which grading labels ``env_fault`` and training never uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any, Callable, Iterable
+
+from pydantic import BaseModel, Field
+
+from trajforge._compat import moved_names
+from trajforge.envs import env_class
+from trajforge.harness.events import EventLog
+from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, default_env_factory,
+                                        make_executor)
+from trajforge.harness.loop import Episode, HarnessConfig
+from trajforge.parse.base import ParseResult
+from trajforge.policies.base import Generation, Policy, RequestFault, TurnRequest
+from trajforge.schema import Fault, SamplingConfig, Step, Task, ToolCall, Trajectory, Verdict
+
+
+class CollectConfig(BaseModel):
+    """How a collection runs at scale (the episode rules themselves are ``HarnessConfig``)."""
+
+    concurrency: int = Field(8, ge=1)
+    """Episodes running at once."""
+    request_timeout_s: float | None = Field(None, gt=0)
+    """Deadline of one model request; None uses the policy's own (``OpenAIPolicy(timeout_s=)``)."""
+    tool_timeout_s: float = Field(60.0, gt=0)
+    """Deadline of one environment call (start, tool, verify)."""
+    episode_timeout_s: float = Field(900.0, gt=0)
+    """Working time of one episode, from when it gets a concurrency slot."""
+    retries: int = Field(3, ge=0)
+    """Retries of one request / environment start / crashed tool call after a transient fault."""
+    backoff_s: float = Field(0.5, ge=0)
+    """Delay before the first retry; doubles with each attempt (then jittered to 50-100%)."""
+    backoff_max_s: float = Field(10.0, ge=0)
+    """Cap on one delay (a server's Retry-After is honoured up to this)."""
+
+
+def sampling_of(policy: Any) -> SamplingConfig:
+    """The sampling settings a policy runs with (part of each episode's idempotency key)."""
+    explicit = getattr(policy, "sampling", None)
+    if isinstance(explicit, SamplingConfig):
+        return explicit
+    max_tokens = getattr(policy, "max_tokens", getattr(policy, "max_new_tokens", None))
+    temperature = float(getattr(policy, "temperature", 0.0) or 0.0)
+    return SamplingConfig(temperature=temperature, top_p=float(getattr(policy, "top_p", 1.0)),
+                          max_tokens=max_tokens, seed=getattr(policy, "seed", None))
+
+
+def backoff_delay(attempt: int, cfg: CollectConfig, retry_after_s: float | None = None,
+                  rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry ``attempt + 1``: exponential, capped, jittered, never shorter
+    than the server's Retry-After (itself capped)."""
+    base = min(cfg.backoff_max_s, cfg.backoff_s * 2 ** attempt)
+    delay = base * (rng or random).uniform(0.5, 1.0)  # jitter: retries of many episodes spread out
+    if retry_after_s is not None:
+        delay = max(delay, min(retry_after_s, cfg.backoff_max_s))
+    return delay
+
+
+class _Ended(Exception):
+    """An episode ended on a fault already recorded in its ``faults``."""
+
+
+class _Run:
+    """What all episodes of one collection share."""
+
+    def __init__(self, policy: Policy, harness: HarnessConfig, cfg: CollectConfig, executor: Executor,
+                 log: EventLog):
+        self.policy, self.harness, self.cfg, self.executor, self.log = policy, harness, cfg, executor, log
+        self.sampling = sampling_of(policy)
+        self.act_one = getattr(policy, "act_one", None)
+
+    async def act(self, req: TurnRequest) -> Generation:
+        if self.act_one is not None:
+            return await self.act_one(req, timeout_s=self.cfg.request_timeout_s)
+        [gen] = await asyncio.to_thread(self.policy.act, [req])  # sync policies: off the loop
+        return gen
+
+
+class _EpisodeRun:
+    """One episode under the three deadlines; its ``Episode`` does the turn logic."""
+
+    def __init__(self, run: _Run, task: Task, sample: int):
+        self.run, self.task, self.sample = run, task, sample
+        self.cfg = run.cfg
+        self.key = f"{task.id}#{sample}"
+        self.started = time.perf_counter()
+        self.faults: list[Fault] = []
+        self.ep: Episode | None = None
+        self.handle: EnvHandle | None = None
+        self.verdict: Verdict | None = None
+        self.turn: tuple[Step, ParseResult, float] | None = None
+        """The step being executed (kept so an interrupted turn is still recorded)."""
+        self.in_env = False
+        """True while a call is in the environment; still True if the episode deadline cut the
+        call short, and then the environment (busy on its thread) is abandoned, never closed."""
+        self.stuck = False
+
+    def fault(self, kind: str, message: str, attempt: int, elapsed_s: float, retried: bool) -> None:
+        step = len(self.ep.steps) if self.ep is not None else None
+        self.faults.append(Fault(kind=kind, message=message[:500], attempt=attempt,
+                                 elapsed_s=round(elapsed_s, 4), step=step, retried=retried))
+
+    async def backoff(self, attempt: int, retry_after_s: float | None = None) -> None:
+        await asyncio.sleep(backoff_delay(attempt, self.cfg, retry_after_s))
+
+    # ---- the three kinds of outside calls, each with its deadline and retry rule -------------
+
+    async def open_env(self) -> EnvHandle:
+        for attempt in range(self.cfg.retries + 1):
+            t0 = time.perf_counter()
+            try:
+                return await self.run.executor.open(self.task, self.cfg.tool_timeout_s)
+            except EnvFault as e:
+                retry = e.retryable and attempt < self.cfg.retries
+                self.fault(e.kind, e.message, attempt, time.perf_counter() - t0, retry)
+                if not retry:
+                    raise _Ended from None
+            await self.backoff(attempt)
+        raise AssertionError("unreachable: the last attempt raises or returns")
+
+    async def generate(self) -> tuple[Generation, float, int]:
+        req, log, turn = self.ep.request(), self.run.log, len(self.ep.steps)
+        for attempt in range(self.cfg.retries + 1):
+            log.write("request_start", key=self.key, turn=turn, attempt=attempt)
+            t0 = time.perf_counter()
+            try:
+                gen = await self.run.act(req)
+            except RequestFault as e:
+                elapsed = time.perf_counter() - t0
+                retry = e.retryable and attempt < self.cfg.retries
+                log.write("request", key=self.key, turn=turn, attempt=attempt,
+                          latency_s=round(elapsed, 4), status=e.kind, retry=retry)
+                self.fault(e.kind, e.message, attempt, elapsed, retry)
+                if not retry:
+                    raise _Ended from None
+                await self.backoff(attempt, e.retry_after_s)
+                continue
+            elapsed = time.perf_counter() - t0
+            log.write("request", key=self.key, turn=turn, attempt=attempt,
+                      latency_s=round(elapsed, 4), status="ok", retry=False)
+            return gen, elapsed, attempt
+        raise AssertionError("unreachable: the last attempt raises or returns")
+
+    async def execute(self, call: ToolCall) -> Executed:
+        log, turn = self.run.log, len(self.ep.steps)
+        for attempt in range(self.cfg.retries + 1):
+            log.write("tool_start", key=self.key, turn=turn, name=call.name)
+            t0 = time.perf_counter()
+            self.in_env = True  # stays True if the episode deadline interrupts the call
+            try:
+                out = await self.handle.execute(call, self.cfg.tool_timeout_s)
+            except EnvFault as e:
+                self.stuck = True
+                log.write("tool", key=self.key, turn=turn, name=call.name,
+                          latency_s=round(time.perf_counter() - t0, 4), status="timeout")
+                self.fault(e.kind, e.message, attempt, time.perf_counter() - t0, False)
+                raise _Ended from None
+            self.in_env = False
+            res = out.result
+            status = "ok" if res.ok else "fault" if res.fault else "error"
+            log.write("tool", key=self.key, turn=turn, name=call.name,
+                      latency_s=round(time.perf_counter() - t0, 4), status=status)
+            if not res.fault:
+                return out
+            retry = attempt < self.cfg.retries
+            self.fault("tool_crash", res.content, attempt, res.elapsed_s, retry)
+            if not retry:
+                return out  # Episode.record sees the fault and ends the episode as env_fault
+            await self.backoff(attempt)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    # ---- the episode ----------------------------------------------------------------------------
+
+    async def play(self) -> None:
+        self.handle = await self.open_env()
+        self.ep = Episode(self.task, self.sample, self.handle, self.run.policy, self.run.harness,
+                          observation=self.handle.observation)
+        self.ep.started = self.started
+        while not self.ep.end:
+            gen, gen_s, retries = await self.generate()
+            step, parsed = self.ep.respond(gen, gen_s)
+            step.retries = retries
+            self.turn = (step, parsed, time.perf_counter())
+            for call in parsed.calls:
+                out = await self.execute(call)
+                if self.ep.record(step, call, out.result, out.done):
+                    break
+            self.ep.close_step(step, parsed, time.perf_counter() - self.turn[2], self.run.harness)
+            self.turn = None
+        self.in_env = True
+        try:
+            self.verdict = await self.handle.verify(self.cfg.tool_timeout_s)
+        except EnvFault as e:
+            self.stuck = True
+            self.fault(e.kind, e.message, 0, e.elapsed_s, False)
+            raise _Ended from None
+        self.in_env = False
+
+    def abort(self) -> None:
+        """End the episode as an env fault where it stands (its last fault says why)."""
+        if self.ep is None:
+            return
+        if self.turn is not None:  # keep the interrupted turn: its messages are already there
+            step, parsed, t0 = self.turn
+            self.ep.close_step(step, parsed, time.perf_counter() - t0, self.run.harness)
+        self.ep.end = "env_fault"
+
+    def trajectory(self) -> Trajectory:
+        if self.ep is not None:
+            traj = self.ep.trajectory(self.verdict)
+        else:  # the environment never started
+            t, policy = self.task, self.run.policy
+            traj = Trajectory(task_id=t.id, sample=self.sample, policy=policy.name, env=t.env,
+                              toolset_fingerprint="", dialect=policy.dialect.name, tier=t.tier,
+                              split=t.split, end="env_fault", reference_turns=len(t.reference),
+                              wall_s=time.perf_counter() - self.started)
+        traj.faults = self.faults
+        traj.sampling = self.run.sampling
+        return traj
+
+    async def release(self) -> None:
+        if self.handle is None:
+            return
+        if self.stuck or self.in_env:  # a call is still running in it: never touch it again
+            self.handle.abandon()
+        else:
+            await self.handle.close(min(self.cfg.tool_timeout_s, 5.0))
+
+
+async def run_episode(run: _Run, task: Task, sample: int) -> Trajectory:
+    """One episode from its slot to its trajectory; never raises for infrastructure faults."""
+    er = _EpisodeRun(run, task, sample)
+    run.log.write("episode_start", key=er.key)
+    deadline = asyncio.timeout(run.cfg.episode_timeout_s)
+    try:
+        try:
+            async with deadline:
+                await er.play()
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # not ours: a bug elsewhere, not a fault to record
+            er.fault("episode_timeout", f"episode still running after {run.cfg.episode_timeout_s:g}s",
+                     0, time.perf_counter() - er.started, False)
+            er.abort()
+        except _Ended:
+            er.abort()
+        traj = er.trajectory()
+    finally:
+        await er.release()
+    run.log.write("episode_end", key=er.key, end=traj.end, wall_s=round(traj.wall_s, 4),
+                  faults=len(traj.faults))
+    return traj
+
+
+async def arun_concurrent(
+    tasks: Iterable[Task],
+    policy: Policy,
+    harness: HarnessConfig | None = None,
+    cfg: CollectConfig | None = None,
+    samples: int = 1,
+    executor: Executor | str | None = None,
+    on_done: Callable[[Trajectory], None] | None = None,
+    skip: Callable[[Task, int], bool] | None = None,
+    log: EventLog | None = None,
+) -> list[Trajectory]:
+    """Run every (task, sample) episode that ``skip`` does not exclude; return the trajectories.
+
+    ``on_done`` is called as each episode ends (the store appends there, so a crash loses only
+    running episodes). Episodes start in task order as slots free up. ``executor`` is an
+    ``Executor`` (the caller releases it) or a name for ``make_executor`` (released here).
+    """
+    harness, cfg, log = harness or HarnessConfig(), cfg or CollectConfig(), log or EventLog(None)
+    own = executor is None or isinstance(executor, str)
+    if own:  # built here from its name, so released here too
+        executor = make_executor(executor or "asyncio")
+    todo = [(t, s) for t in tasks for s in range(samples) if not (skip and skip(t, s))]
+    if getattr(executor, "env_factory", None) is default_env_factory:
+        for name in sorted({t.env for t, _ in todo}):
+            env_class(name)  # an unknown environment fails here, before any episode runs
+    run = _Run(policy, harness, cfg, executor, log)
+    log.write("run_start", executor=getattr(executor, "name", "?"), concurrency=cfg.concurrency,
+              todo=len(todo), policy=policy.name)
+    queue = iter(todo)
+    done: list[Trajectory] = []
+
+    async def worker() -> None:
+        for task, sample in queue:  # shared iterator: the next free worker takes the next episode
+            traj = await run_episode(run, task, sample)
+            done.append(traj)
+            if on_done:
+                on_done(traj)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(cfg.concurrency, len(todo))):
+                group.create_task(worker())
+    finally:
+        aclose = getattr(policy, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if own:
+            await executor.aclose()
+    log.write("run_end", done=len(done))
+    return done
+
+
+def run_concurrent(tasks: Iterable[Task], policy: Policy, harness: HarnessConfig | None = None,
+                     cfg: CollectConfig | None = None, samples: int = 1,
+                     executor: Executor | str | None = None,
+                     on_done: Callable[[Trajectory], None] | None = None,
+                     skip: Callable[[Task, int], bool] | None = None,
+                     log: EventLog | None = None) -> list[Trajectory]:
+    """``arun_concurrent`` on a fresh event loop (for callers that are not async themselves)."""
+    return asyncio.run(arun_concurrent(tasks, policy, harness, cfg, samples, executor, on_done, skip, log))
+
+
+__getattr__ = moved_names(__name__, {"collect_episodes": "trajforge.harness.concurrent:run_concurrent",
+                                     "acollect": "trajforge.harness.concurrent:arun_concurrent"})
