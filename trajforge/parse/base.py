@@ -2,15 +2,23 @@
 
 The same Dialect instance renders SFT samples and parses rollouts and evaluation episodes, so the
 metrics are computed with the parser the model was trained against.
+
+Parsing is total: ``Dialect.parse`` returns a ``ParseResult`` for any input whatever, in time
+linear in its length, and everything in it is valid UTF-8 JSON. The pieces: the reply is admitted
+first (``limits``: clean text, the size cap), each dialect reads it (``_parse``) with linear-time
+scanners, and arguments are settled by validation; an exception a dialect still raises is a bug,
+turned into a typed error (``internal parser error``, which the hostile-input tests look for) so
+that one reply never ends a collection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
 from trajforge.parse.detect import template_supports_tools
+from trajforge.parse.limits import MAX_REPLY_CHARS, as_text, close_repair_budget, open_repair_budget
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 RENDER_MODES = ("dialect", "template")
@@ -38,10 +46,40 @@ class ParseResult(BaseModel):
         return bool(self.calls) and not self.errors
 
 
+INTERNAL_ERROR = "internal parser error"
+"""Words every backstop error message carries: a test that finds them has found a parser bug."""
+
+
+def over_cap(length: int, cap: int) -> ParseResult:
+    """The result for a reply longer than the cap: one ``truncated`` error, nothing read."""
+    return ParseResult(errors=[CallError(kind="truncated", message=(
+        f"The reply is {length:,} characters long, over the {cap:,}-character limit, and was not read. "
+        "Reply with shorter tool calls."))])
+
+
+def guarded(read: Callable[[], ParseResult]) -> ParseResult:
+    """Run one parse under a fresh json-repair budget (``limits.REPAIR_BUDGET``), turning an exception
+    into a typed ``malformed`` error rather than the end of the caller's run."""
+    token = open_repair_budget()
+    try:
+        return read()
+    except Exception as e:  # noqa: BLE001 - the backstop of a total parser: typed, counted, never silent
+        return ParseResult(errors=[CallError(kind="malformed", message=(
+            f"The tool call could not be read ({INTERNAL_ERROR}: {type(e).__name__}). "
+            "Rewrite it in the documented format."))])
+    finally:
+        close_repair_budget(token)
+
+
 class Dialect:
-    """Base: subclasses implement the text format; chat assembly is shared."""
+    """Base: subclasses implement the text format (``_parse`` and the renderers); admission of a
+    reply and chat assembly are shared."""
 
     name: str = ""
+
+    def __init__(self, max_chars: int | None = MAX_REPLY_CHARS):
+        self.max_chars = max_chars
+        """Longest reply ``parse`` reads, in characters; None reads any length (benchmarks do)."""
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         raise NotImplementedError  # abstract
@@ -53,6 +91,19 @@ class Dialect:
         raise NotImplementedError  # abstract
 
     def parse(self, text: str, toolset: Toolset) -> ParseResult:
+        """Calls, errors, repairs and the text outside the calls of one assistant reply.
+
+        Total: any input gives a result. Bytes are decoded as UTF-8 (invalid sequences become
+        U+FFFD), lone surrogates are replaced, and a reply over ``max_chars`` is one ``truncated``
+        error without being read.
+        """
+        text = as_text(text)
+        if self.max_chars is not None and len(text) > self.max_chars:
+            return over_cap(len(text), self.max_chars)
+        return guarded(lambda: self._parse(text, toolset))
+
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
+        """The dialect's reading of an admitted reply (clean text, within the cap)."""
         raise NotImplementedError  # abstract
 
     @classmethod

@@ -18,7 +18,7 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    add_call, compact_tools, join_text, malformed, no_call, read_block, read_json_at, truncated,
+    Finder, add_call, compact_tools, join_text, malformed, no_call, read_block, read_json_at, truncated,
     with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
@@ -56,7 +56,7 @@ class DeepSeekDialect(Dialect):
         body = "\n".join(f"{OUTPUT_BEGIN}{m.content}{OUTPUT_END}" for m in results)
         return f"{OUTPUTS_BEGIN}{body}{OUTPUTS_END}"
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         if CALL_BEGIN not in text:
             result.text = join_text(re.split(f"{CALLS_BEGIN}|{CALLS_END}", text))
@@ -67,10 +67,11 @@ class DeepSeekDialect(Dialect):
             else:
                 result.errors.append(truncated())
             return result
+        finder = Finder(text)
         pieces, pos = [], 0
         while (start := text.find(CALL_BEGIN, pos)) != -1:
             pieces.append(text[pos:start])
-            block = read_block(text, start + len(CALL_BEGIN), CALL_END, (CALL_BEGIN, CALLS_END))
+            block = read_block(finder, start + len(CALL_BEGIN), CALL_END, (CALL_BEGIN, CALLS_END))
             self._parse_block(block.body, block.closed, toolset, result)
             pos = block.end
         pieces.append(text[pos:])

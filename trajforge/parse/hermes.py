@@ -17,7 +17,7 @@ import re
 from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
-from trajforge.parse.scan import load_json, load_string_arguments, read_block
+from trajforge.parse.scan import Finder, load_json, load_string_arguments, read_block
 from trajforge.parse.validate import surely_valid_call, validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
@@ -76,7 +76,7 @@ class HermesDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(f"<tool_response>\n{m.content}\n</tool_response>" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         if OPEN not in text:
             return _new_result({"text": text.strip(), "errors": [CallError(
                 kind="no_call",
@@ -84,6 +84,7 @@ class HermesDialect(Dialect):
                          "\"arguments\": {...}}</tool_call>."),
             )]})
         found = _Found([], [], [])
+        finder = Finder(text)
         pieces, pos = [], 0
         while (start := text.find(OPEN, pos)) != -1:
             pieces.append(text[pos:start])
@@ -97,7 +98,7 @@ class HermesDialect(Dialect):
                 else:  # anything else about it (string arguments, coercion, errors): the full path
                     self._accept(obj, [], toolset, found)
             else:  # anything but clean JSON between the tags: the tolerant path
-                block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
+                block = read_block(finder, start + len(OPEN), CLOSE, (OPEN,))
                 self._parse_block(block.body.strip(), block.closed, toolset, found)
                 pos = block.end
         pieces.append(text[pos:])
@@ -168,7 +169,7 @@ def _fast_block(text: str, at: int) -> tuple[object, int] | None:
             return None
     try:
         obj, end = _DECODER.raw_decode(text, at)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # damaged, too deep, or an integer past the digit limit
         return None
     if text.startswith(_NL_CLOSE, end):
         return obj, end + len(_NL_CLOSE)

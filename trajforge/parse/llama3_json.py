@@ -48,7 +48,7 @@ class Llama3JSONDialect(Dialect):
         # Llama's ipython turn carries the raw output; several results go one per line.
         return "\n".join(m.content for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         tagged = PYTHON_TAG in text  # dropped from the text pieces only: a value may contain it
         pieces, pos, search_from, found = [], 0, 0, False

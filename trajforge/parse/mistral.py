@@ -44,7 +44,7 @@ class MistralDialect(Dialect):
             "[TOOL_RESULTS]" + json.dumps({"name": m.name, "content": m.content}, ensure_ascii=False)
             + "[/TOOL_RESULTS]" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         if MARKER not in text:
             result.text = text.strip()

@@ -79,7 +79,7 @@ class PythonicDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(m.content for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         pieces, pos, found = [], 0, False
         while (m := _START.search(text, pos)) is not None:

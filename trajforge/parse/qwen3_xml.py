@@ -97,7 +97,7 @@ class Qwen3XMLDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(f"<tool_response>\n{m.content}\n</tool_response>" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         if "<tool_call>" in text:
             blocks = [(m.group(1), bool(m.group(2)), not m.group(2) and m.end() == len(text), m.span())

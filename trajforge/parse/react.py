@@ -47,7 +47,7 @@ class ReActDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(f"Observation: {m.content}" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         pieces, pos, found = [], 0, False
         while (m := _ACTION.search(text, pos)) is not None:

@@ -8,6 +8,7 @@ contain ``}``, ``]`` or a closing fence, and what tells a call cut off at the en
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any, NamedTuple
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 import json_repair
 
 from trajforge.parse.base import ParseResult
+from trajforge.parse.limits import REPAIR_LIMIT, spend_repair
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Repair, Toolset
 
@@ -51,30 +53,53 @@ def match_close(text: str, start: int, quotes: str = "\"'") -> int | None:
     return None
 
 
-REPAIR_LIMIT = 100_000
-"""Largest damaged JSON handed to json-repair, in characters. It is pure Python (about 10 µs a
-character), so a damaged megabyte would hold a parse for seconds; a call that large and broken is
-reported malformed instead — the model can resend it — and strict JSON of any size still parses."""
+_UNREAD = object()
+
+
+def _python_literal(body: str) -> Any:
+    """``ast.literal_eval`` of ``body`` (a literal only: nothing is evaluated), or ``_UNREAD``.
+
+    Tuples and other Python-only values are left for ``limits.settle``, which validation runs:
+    tuples become lists, bytes or complex numbers are typed errors.
+    """
+    try:
+        return ast.literal_eval(body.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNREAD
 
 
 def repair_json(body: str) -> Any:
-    """json-repair's reading of ``body``; None when it is too large to repair or nested too deep."""
-    if len(body) > REPAIR_LIMIT:
+    """A lenient reading of damaged JSON; None when nothing usable comes out of it.
+
+    Linear readers first (JSON with raw control characters in strings, then a Python literal),
+    then json-repair within the size limit and the parse's budget.
+    """
+    try:
+        return json.loads(body, strict=False)
+    except RecursionError:
+        return None
+    except ValueError:  # JSONDecodeError, or an integer past the int-string limit
+        pass
+    value = _python_literal(body)
+    if value is not _UNREAD:
+        return value
+    if not spend_repair(len(body)):
         return None
     try:
         return json_repair.loads(body)
-    except RecursionError:
+    except Exception:  # noqa: BLE001 - json-repair's own failure on hostile input means "unreadable"
         return None
 
 
 def load_json(body: str, repairs: list[Repair]) -> Any:
-    """Strict JSON, else json-repair (recorded); None when nothing usable comes out."""
+    """Strict JSON, else a lenient reading (recorded as ``json_repair``); None when nothing usable
+    comes out."""
     try:
         return json.loads(body)
-    except json.JSONDecodeError:
-        pass
     except RecursionError:  # nested deeper than the interpreter allows: no call looks like that
         return None
+    except ValueError:  # JSONDecodeError, or an integer past the int-string limit
+        pass
     fixed = repair_json(body)
     if fixed in ("", None, [], {}) and body.strip() not in ("{}", "[]"):
         return None
@@ -115,7 +140,7 @@ def read_json_at(text: str, start: int, repairs: list[Repair]) -> Span:
     try:
         value, end = _DECODER.raw_decode(text, start)
         return Span(value, end)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # damaged, nested too deep, or an integer past the limit
         pass
     end = match_close(text, start)
     if end is None:
@@ -134,25 +159,52 @@ class Block(NamedTuple):
     """True when the closing tag was found."""
 
 
-def read_block(text: str, body_start: int, close: str, stops: tuple[str, ...]) -> Block:
+class Finder:
+    """``str.find`` for a text that is searched left to right again and again for the same markers.
+
+    Each needle's last answer is kept: a search from a position between where the last one started
+    and what it found has the same answer, so looking for a closing tag that never comes costs one
+    scan of the text in all, not one per opening tag (which made a few hundred KB of unclosed
+    ``<tool_call>`` tags take seconds).
+    """
+
+    __slots__ = ("text", "_last")
+
+    def __init__(self, text: str):
+        self.text = text
+        self._last: dict[str, tuple[int, int]] = {}
+
+    def find(self, needle: str, start: int) -> int:
+        """Index of the first ``needle`` at or after ``start``; ``len(text)`` when there is none."""
+        last = self._last.get(needle)
+        if last is not None and last[0] <= start <= last[1]:
+            return last[1]
+        at = self.text.find(needle, start)
+        found = len(self.text) if at == -1 else at
+        self._last[needle] = (start, found)
+        return found
+
+    def first(self, needles: tuple[str, ...], start: int) -> int:
+        """Index of the first of ``needles`` at or after ``start``; ``len(text)`` when none occurs."""
+        return min((self.find(n, start) for n in needles), default=len(self.text))
+
+
+def read_block(found: Finder, body_start: int, close: str, stops: tuple[str, ...]) -> Block:
     """The body of a tagged call starting at ``body_start``: up to ``close``, else up to the first
     of ``stops`` (not consumed), else to the end of the text.
 
     When the body holds a JSON object, the search for the closing tag starts after that object, so
     a string value that contains the closing tag (or a stop) does not end the call early.
     """
-    def first(markers: tuple[str, ...], start: int) -> int:
-        found = [i for m in markers if (i := text.find(m, start)) != -1]
-        return min(found) if found else len(text)
-
+    text = found.text
     search_from = body_start
-    brace = text.find("{", body_start)
-    if brace != -1 and brace < first((close, *stops), body_start):
+    brace = found.find("{", body_start)
+    if brace < found.first((close, *stops), body_start):
         try:
             search_from = _DECODER.raw_decode(text, brace)[1]
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             search_from = body_start  # damaged JSON: the tags decide, as they must
-    c, s = first((close,), search_from), first(stops, search_from)
+    c, s = found.find(close, search_from), found.first(stops, search_from)
     if c < len(text) and c <= s:
         return Block(text[body_start:c], c + len(close), True)
     return Block(text[body_start:s], s, False)
