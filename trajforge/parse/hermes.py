@@ -17,13 +17,12 @@ import re
 from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
-from trajforge.parse.scan import Finder, load_json, load_string_arguments, read_block
+from trajforge.parse.scan import Finder, decode_at, load_json, load_string_arguments, read_block, string_end
 from trajforge.parse.validate import surely_valid_call, validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _NL_CLOSE = "\n" + CLOSE
-_DECODER = json.JSONDecoder()
 _json_ws = re.compile(r"[ \t\n\r]*").match
 
 
@@ -31,26 +30,30 @@ def _compact_tool(spec) -> str:
     return json.dumps(spec.openai(), separators=(", ", ": "), ensure_ascii=False)
 
 
+# A run of openers, a run of closers, a quote, or a run of anything else: brackets are counted in C.
+_BRACKETS = re.compile(r'[{\[]+|[}\]]+|"|[^"{}\[\]]+')
+
+
 def _balanced(text: str) -> bool:
     """True when braces/brackets close (ignoring those inside strings)."""
-    depth, in_str, esc = 0, False, False
-    for ch in text:
-        if in_str:
-            esc = (ch == "\\") and not esc
-            if ch == '"' and not esc:
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return depth <= 0 and not in_str
+    depth, pos = 0, 0
+    while (m := _BRACKETS.match(text, pos)) is not None:
+        token, pos = m.group(), m.end()
+        if token == '"':
+            end = string_end(text, pos, '"')
+            if end is None:
+                return False  # the text ends inside a string
+            pos = end
+        elif token[0] in "{[":
+            depth += len(token)
+        elif token[0] in "}]":
+            depth -= len(token)
+    return depth <= 0
 
 
 class HermesDialect(Dialect):
     name = "hermes"
+    markers = (OPEN, CLOSE, "<tool_response>", "</tool_response>", "<tools>", "</tools>")
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         tools = "\n".join(_compact_tool(t) for t in toolset.tools)
@@ -168,7 +171,7 @@ def _fast_block(text: str, at: int) -> tuple[object, int] | None:
         if not text.startswith("{", at):
             return None
     try:
-        obj, end = _DECODER.raw_decode(text, at)
+        obj, end = decode_at(text, at)
     except (ValueError, RecursionError):  # damaged, too deep, or an integer past the digit limit
         return None
     if text.startswith(_NL_CLOSE, end):

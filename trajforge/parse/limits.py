@@ -30,6 +30,11 @@ characters a token that is 64K tokens in one turn: no tool call is that long, an
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in call arguments."""
 
+MAX_ERRORS = 32
+"""Most errors one parse lists; the rest are counted in the last one. Each error goes back to the
+model as a message, so a reply of 20,000 broken tags must not become 20,000 messages (nor a
+megabyte-sized step in the store)."""
+
 REPAIR_LIMIT = 2_000
 """Largest damaged JSON handed to json-repair, in characters. json-repair is pure Python and, on
 the wrong input, worse than quadratic: 500 characters of ``{"{"{"`` take ~20 ms, 2,000 take

@@ -22,10 +22,13 @@ from trajforge.schema import Message, Repair, ToolCall, Toolset
 MARKER = "[TOOL_CALLS]"
 HINT = '[TOOL_CALLS][{"name": "function_name", "arguments": {"argument": "value"}}]'
 _NAMED = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\[CALL_ID\][^\[{]*)?(?:\[ARGS\])?\s*")
+_SPACE = re.compile(r"\s*")
+_TAGS = ("[ARGS]", "[CALL_ID]")
 
 
 class MistralDialect(Dialect):
     name = "mistral"
+    markers = (MARKER, "[ARGS]", "[CALL_ID]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         tools = json.dumps(toolset.openai(), ensure_ascii=False)
@@ -59,14 +62,17 @@ class MistralDialect(Dialect):
         return result
 
     def _read_calls(self, text: str, pos: int, toolset: Toolset, result: ParseResult) -> int:
-        """Read what follows one marker; returns where the surrounding text resumes."""
-        rest = text[pos:].lstrip()
-        at = len(text) - len(rest)
-        if not rest:
+        """Read what follows one marker; returns where the surrounding text resumes.
+
+        Positions only, never ``text[pos:]``: copying the rest of the text at every marker made a
+        reply of many markers quadratic.
+        """
+        at = _SPACE.match(text, pos).end()
+        if at == len(text):
             result.errors.append(truncated())
             return len(text)
         repairs: list[Repair] = []
-        if rest[0] in "[{":
+        if text[at] in "[{":
             span = read_json_at(text, at, repairs)
             if span.truncated:
                 self._salvage(text, at, toolset, result)
@@ -85,8 +91,8 @@ class MistralDialect(Dialect):
         if named is None:
             result.errors.append(malformed(HINT, "[TOOL_CALLS] is not followed by calls"))
             return at
-        tail = text[named.end():]
-        if not tail or any(tag.startswith(tail) for tag in ("[ARGS]", "[CALL_ID]")):
+        tail = text[named.end():] if len(text) - named.end() <= max(map(len, _TAGS)) else None
+        if tail is not None and (not tail or any(tag.startswith(tail) for tag in _TAGS)):
             result.errors.append(truncated())
             return len(text)
         if text[named.end()] != "{":

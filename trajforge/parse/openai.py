@@ -30,15 +30,14 @@ from typing import Any
 
 from trajforge.parse.base import Dialect, ParseResult, guarded, over_cap
 from trajforge.parse.limits import MAX_REPLY_CHARS, clean_text
-from trajforge.parse.scan import load_json, match_close, read_json_at, repair_json
+from trajforge.parse.scan import load_json, match_close, read_json_at, repair_json, string_end
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 SHAPE = '{"role": "assistant", "content": ..., "tool_calls": [{"id": ..., "type": "function", ' \
         '"function": {"name": ..., "arguments": "<JSON object as a string>"}}]}'
 _TOOL_CALLS_KEY = re.compile(r'"tool_calls"\s*:\s*\[')
-# A JSON string (to its closing quote, or to the end of the text when it has none) or one bracket.
-_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.S)
+_BRACKET_OR_QUOTE = re.compile(r'[\[\]{}"]')
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "function_call"}
 _UNCLOSED = Repair(kind="unclosed_json", detail="response JSON cut off after its complete calls")
 
@@ -193,26 +192,21 @@ def _unwrap(obj: Any) -> tuple[dict | None, str | None]:
 
 def _open_brackets(text: str, start: int) -> tuple[list[int], bool]:
     """Positions of the JSON brackets still open at the end of ``text``, and whether it ends inside
-    a string. One regex step per string or bracket, not a Python step per character."""
+    a string. One step per bracket or string (``string_end``), not a Python step per character."""
     stack: list[int] = []
-    in_str = False
-    for m in _JSON_TOKEN.finditer(text, start):
-        token = m.group()
-        if token[0] == '"':
-            # A string ends at an unescaped quote; the pattern stops at the end of the text when none.
-            in_str = len(token) == 1 or not token.endswith('"') or _escaped_end(token)
+    pos = start
+    while (m := _BRACKET_OR_QUOTE.search(text, pos)) is not None:
+        token, pos = m.group(), m.end()
+        if token == '"':
+            end = string_end(text, pos, '"')
+            if end is None:
+                return stack, True
+            pos = end
         elif token in "{[":
             stack.append(m.start())
         elif stack:
             stack.pop()
-    return stack, in_str
-
-
-def _escaped_end(token: str) -> bool:
-    """True when the final quote of a matched string is itself escaped (an odd run of backslashes
-    before it), so the string is still open: only possible at the end of the text."""
-    run = len(token) - 1 - len(token[:-1].rstrip("\\"))
-    return run % 2 == 1
+    return stack, False
 
 
 class OpenAIDialect(Dialect):
@@ -251,25 +245,30 @@ class OpenAIDialect(Dialect):
         return json.dumps([{"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
                            for m in results], ensure_ascii=False)
 
-    def to_chat(self, messages: list[Message], toolset: Toolset) -> list[dict[str, Any]]:
+    def to_chat(self, messages: list[Message], toolset: Toolset, tokenizer: Any = None) -> list[dict[str, Any]]:
         """OpenAI chat messages: assistant turns with ``tool_calls`` (ids ``call_<i>_<k>`` made up
         where the harness had none), one ``tool`` message per result with the id it answers.
         Feedback on a call that was never made (a parse error) has no id to answer and goes back
-        as a user message."""
+        as a user message. With ``tokenizer`` (the server's, when known), control tokens in the
+        text and the argument values are escaped, as ``Dialect.to_chat`` does."""
+        guard = self.guard(tokenizer)
         out: list[dict[str, Any]] = []
         for i, m in enumerate(messages):
+            content = guard.content(m.content) if guard else m.content
             if m.role == "assistant":
                 ids = [f"call_{i}_{k}" for k in range(len(m.tool_calls))]
-                out.append(self.render_message(m.content, m.tool_calls, ids) if m.tool_calls
-                           else {"role": "assistant", "content": m.content})
+                calls = m.tool_calls if guard is None else [
+                    c.model_copy(update={"arguments": guard.content.value(c.arguments)}) for c in m.tool_calls]
+                out.append(self.render_message(content, calls, ids) if calls
+                           else {"role": "assistant", "content": content})
             elif m.role == "tool":
                 call_id = m.tool_call_id or _answered_id(messages, i)
                 if call_id is None:
-                    out.append({"role": "user", "content": m.content})
+                    out.append({"role": "user", "content": content})
                 else:
-                    out.append({"role": "tool", "content": m.content, "tool_call_id": call_id})
+                    out.append({"role": "tool", "content": content, "tool_call_id": call_id})
             else:
-                out.append({"role": m.role, "content": m.content})
+                out.append({"role": m.role, "content": content})
         return out
 
     def chat_text(self, tokenizer, messages: list[Message], toolset: Toolset, render_mode: str = "dialect") -> str:

@@ -53,6 +53,17 @@ def _jsonable(value: Any, repairs: list[Repair], where: str) -> Any:
     return value
 
 
+def _dotted(node: ast.expr) -> str:
+    """``a.b.c`` of a call's function, walked in a loop: ``ast.unparse`` recurses once per dot and
+    a model can write thousands of them."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(node.id if isinstance(node, ast.Name) else "?")
+    return ".".join(reversed(parts))
+
+
 class PythonicDialect(Dialect):
     name = "pythonic"
 
@@ -122,7 +133,7 @@ class PythonicDialect(Dialect):
             if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
                 result.errors.append(malformed(HINT, "Each list item must be a function call"))
                 continue
-            name = ast.unparse(node.func)
+            name = _dotted(node.func)
             if node.args or any(k.arg is None for k in node.keywords):
                 result.errors.append(malformed(HINT, f"{name}: pass every argument by keyword"))
                 continue

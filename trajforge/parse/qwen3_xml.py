@@ -27,8 +27,10 @@ from trajforge.schema import Message, Repair, ToolCall, Toolset
 HINT = "<tool_call>\n<function=NAME>\n<parameter=ARG>\nvalue\n</parameter>\n</function>\n</tool_call>"
 _BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|(?=<tool_call>)|\Z)", re.S)
 _BARE = re.compile(r"<function=.*?(</function>|(?=<function=)|\Z)", re.S)
-_FUNC = re.compile(r"<function=([^>\n]*)>(.*?)(</function>|\Z)", re.S)
-_PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(</parameter>|(?=<parameter=)|\Z)", re.S)
+# A name stops at '<' too: otherwise each of many "<function=" without '>' scans to the end of the
+# line, which is quadratic on a long line of them.
+_FUNC = re.compile(r"<function=([^>\n<]*)>(.*?)(</function>|\Z)", re.S)
+_PARAM = re.compile(r"<parameter=([^>\n<]*)>(.*?)(</parameter>|(?=<parameter=)|\Z)", re.S)
 
 
 def _types(schema: dict[str, Any]) -> set[str]:
@@ -44,12 +46,14 @@ def convert_value(raw: str, schema: dict[str, Any]) -> tuple[Any, Repair | None]
     text = raw.strip()
     try:
         return json.loads(text), None
-    except json.JSONDecodeError:
+    except RecursionError:
+        return raw, None  # nested too deep to read: left as text, validation rejects it
+    except ValueError:  # JSONDecodeError, or an integer past the int-string limit
         pass
     try:
         value = ast.literal_eval(text)  # literals only: True, None, 'single quoted'
         return value, Repair(kind="python_literal", detail=text[:80])
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     repairs: list[Repair] = []
     value = load_json(text, repairs)
@@ -72,6 +76,7 @@ def _render_value(value: Any) -> str:
 
 class Qwen3XMLDialect(Dialect):
     name = "qwen3_xml"
+    markers = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>")
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         return with_instructions(instructions, (

@@ -26,31 +26,88 @@ _DECODER = json.JSONDecoder()
 
 # Outside strings only brackets and quotes matter: the text between two closers or quotes is one
 # match whose openers are counted in C, so a megabyte of "[[[[" (or of prose) is a few steps rather
-# than a million. Inside a string: its quote, or a backslash and the character it escapes.
-_TOKENS = re.compile(r"""[^\]})"']+|[\]})]+|["']""")
-_IN_STRING = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+# than a million.
+# A string without a backslash is one match too (most are); one with escapes is read by
+# ``string_end`` from its opening quote.
+_TOKENS = {
+    "\"'": re.compile(r"""[^\]})"']+|[\]})]+|"[^"\\]*"|'[^'\\]*'|["']"""),
+    '"': re.compile(r"""[^\]})"]+|[\]})]+|"[^"\\]*"|["]"""),
+}
+
+
+def string_end(text: str, pos: int, quote: str) -> int | None:
+    """Index just past the ``quote`` that closes a string whose body starts at ``pos``; None when
+    the text ends first. A quote closes when an even run of backslashes (none, or escaped ones)
+    stands before it.
+
+    Found with ``str.find`` from quote to quote, counting only the backslashes right before each:
+    linear in the string whatever it holds. (A regex such as ``"[^"\\]*(?:\\.[^"\\]*)*"`` is
+    not: the engine's per-repetition bookkeeping made a megabyte of escapes take ~7x per KB what
+    64 KB did.)
+    """
+    lo = pos
+    while (at := text.find(quote, pos)) != -1:
+        before = text[lo:at]  # no backslash run crosses lo: a quote (or the opening one) is before it
+        if (len(before) - len(before.rstrip("\\"))) % 2 == 0:
+            return at + 1
+        lo = pos = at + 1
+    return None
 
 
 def match_close(text: str, start: int, quotes: str = "\"'") -> int | None:
     """Index just past the bracket closing ``text[start]`` (one of ``{[(``), or None when the text
-    ends first. Brackets inside quoted strings (either quote kind, backslash escapes) are skipped."""
+    ends first. Brackets inside quoted strings (``quotes``: both kinds, or ``'"'`` only; backslash
+    escapes) are skipped."""
+    tokens = _TOKENS[quotes]
     depth, pos = 0, start
-    while (m := _TOKENS.search(text, pos)) is not None:
+    while (m := tokens.search(text, pos)) is not None:
         token, pos = m.group(), m.end()
-        if token[0] in _CLOSE:
+        first = token[0]
+        if first in _CLOSE:
             if 0 < depth <= len(token):
                 return m.start() + depth
             depth -= len(token)
-        elif token in quotes:
-            inside = _IN_STRING[token]
-            while (q := inside.search(text, pos)) is not None and q.group() == "\\":
-                pos = q.end() + 1  # an escaped character, whatever it is
-            if q is None:
-                return None
-            pos = q.end()
-        elif token not in "\"'":
+        elif first in quotes:
+            if len(token) == 1:  # a string with escapes (or none closing it)
+                end = string_end(text, pos, first)
+                if end is None:
+                    return None
+                pos = end
+        else:
             depth += token.count("{") + token.count("[") + token.count("(")
     return None
+
+
+_NEAR = 4096
+"""Below this position a failed decode costs little wherever it happens (see ``decode_at``)."""
+
+
+def decode_at(text: str, start: int) -> tuple[Any, int]:
+    """``json.JSONDecoder().raw_decode(text, start)``, with what a failure costs bounded by what was
+    read rather than by ``start``.
+
+    json's error carries the line and column of the failure, counted from the start of the whole
+    text: a decode that fails late in a long text costs O(position), so a reply of many broken calls
+    decoded where each stands was quadratic. Past ``_NEAR`` the decoder reads a slice instead, which
+    doubles while the value runs past its end (a failure at the cut, an unterminated string, a value
+    ending exactly at the cut) — at most twice the reading the value itself needs. Raises what
+    ``raw_decode`` raises (``ValueError``, ``RecursionError``).
+    """
+    if start < _NEAR:
+        return _DECODER.raw_decode(text, start)
+    size, n = _NEAR, len(text)
+    while True:
+        whole = start + size >= n
+        piece = text[start:] if whole else text[start:start + size]
+        try:
+            value, end = _DECODER.raw_decode(piece)
+        except json.JSONDecodeError as e:
+            if whole or (e.pos < len(piece) - 16 and not e.msg.startswith("Unterminated string")):
+                raise
+        else:
+            if whole or end < len(piece):  # ended inside the slice: a number there cannot go on
+                return value, start + end
+        size *= 2
 
 
 _UNREAD = object()
@@ -80,9 +137,12 @@ def repair_json(body: str) -> Any:
         return None
     except ValueError:  # JSONDecodeError, or an integer past the int-string limit
         pass
-    value = _python_literal(body)
-    if value is not _UNREAD:
-        return value
+    if not body.strip():
+        return None
+    if body.lstrip()[:1] in ("{", "["):  # only a dict or a list is worth the compiler's time
+        value = _python_literal(body)
+        if value is not _UNREAD:
+            return value
     if not spend_repair(len(body)):
         return None
     try:
@@ -94,6 +154,8 @@ def repair_json(body: str) -> Any:
 def load_json(body: str, repairs: list[Repair]) -> Any:
     """Strict JSON, else a lenient reading (recorded as ``json_repair``); None when nothing usable
     comes out."""
+    if not body or body.isspace():
+        return None
     try:
         return json.loads(body)
     except RecursionError:  # nested deeper than the interpreter allows: no call looks like that
@@ -133,12 +195,13 @@ class Span(NamedTuple):
 def read_json_at(text: str, start: int, repairs: list[Repair]) -> Span:
     """Decode the JSON value starting at ``text[start]`` (``{`` or ``[``).
 
-    ``raw_decode`` first (exact, and stops where the value stops, so trailing text is left alone);
+    ``raw_decode`` first (``decode_at``: exact, and stops where the value stops, so trailing text is
+    left alone);
     then the string-aware bracket scan decides between truncated (text ended inside the value) and
     damaged (repaired with json-repair, value None when beyond repair).
     """
     try:
-        value, end = _DECODER.raw_decode(text, start)
+        value, end = decode_at(text, start)
         return Span(value, end)
     except (ValueError, RecursionError):  # damaged, nested too deep, or an integer past the limit
         pass
@@ -201,7 +264,7 @@ def read_block(found: Finder, body_start: int, close: str, stops: tuple[str, ...
     brace = found.find("{", body_start)
     if brace < found.first((close, *stops), body_start):
         try:
-            search_from = _DECODER.raw_decode(text, brace)[1]
+            search_from = decode_at(text, brace)[1]
         except (ValueError, RecursionError):
             search_from = body_start  # damaged JSON: the tags decide, as they must
     c, s = found.find(close, search_from), found.first(stops, search_from)
