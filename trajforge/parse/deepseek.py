@@ -33,6 +33,7 @@ _NAME = re.compile(r"\s*([^\s`{]+)\s*(?:```(?:json)?)?\s*")
 
 class DeepSeekDialect(Dialect):
     name = "deepseek"
+    markers = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP, OUTPUTS_BEGIN, OUTPUTS_END, OUTPUT_BEGIN, OUTPUT_END)
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         return with_instructions(instructions, (

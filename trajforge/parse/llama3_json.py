@@ -27,6 +27,7 @@ _SEPARATORS = re.compile(r"[\s;]*")
 
 class Llama3JSONDialect(Dialect):
     name = "llama3_json"
+    markers = (PYTHON_TAG,)
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         tools = "\n\n".join(json.dumps(t.openai(), indent=4, ensure_ascii=False) for t in toolset.tools)
