@@ -18,7 +18,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from trajforge.parse.detect import template_supports_tools
-from trajforge.parse.limits import MAX_ERRORS, MAX_REPLY_CHARS, as_text, close_repair_budget, open_repair_budget
+from trajforge.parse.limits import MAX_ERRORS, MAX_REPLY_CHARS, as_text, start_repair_budget
 from trajforge.parse.special import TextGuard, text_guard
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
@@ -60,16 +60,21 @@ def over_cap(length: int, cap: int) -> ParseResult:
 
 def guarded(read: Callable[[], ParseResult]) -> ParseResult:
     """Run one parse under a fresh json-repair budget (``limits.REPAIR_BUDGET``), turning an exception
-    into a typed ``malformed`` error rather than the end of the caller's run."""
-    token = open_repair_budget()
+    into a typed ``malformed`` error rather than the end of the caller's run. (An OpenAI response
+    read as text is parsed through ``parse_tool_calls``, which starts the budget again: at most
+    twice the budget for one reply.)"""
+    start_repair_budget()
     try:
         return _few_errors(read())
     except Exception as e:  # noqa: BLE001 - the backstop of a total parser: typed, counted, never silent
-        return ParseResult(errors=[CallError(kind="malformed", message=(
-            f"The tool call could not be read ({INTERNAL_ERROR}: {type(e).__name__}). "
-            "Rewrite it in the documented format."))])
-    finally:
-        close_repair_budget(token)
+        return backstop(e)
+
+
+def backstop(e: Exception) -> ParseResult:
+    """The result of a parse that raised: one ``malformed`` error naming the exception's type."""
+    return ParseResult(errors=[CallError(kind="malformed", message=(
+        f"The tool call could not be read ({INTERNAL_ERROR}: {type(e).__name__}). "
+        "Rewrite it in the documented format."))])
 
 
 def _few_errors(result: ParseResult) -> ParseResult:
@@ -107,10 +112,17 @@ class Dialect:
         U+FFFD), lone surrogates are replaced, and a reply over ``max_chars`` is one ``truncated``
         error without being read.
         """
-        text = as_text(text)
+        if type(text) is not str or not text.isascii():
+            text = as_text(text)
         if self.max_chars is not None and len(text) > self.max_chars:
             return over_cap(len(text), self.max_chars)
-        return guarded(lambda: self._parse(text, toolset))
+        # ``guarded``, written out: this is every turn's hot path.
+        start_repair_budget()
+        try:
+            result = self._parse(text, toolset)
+        except Exception as e:  # noqa: BLE001 - see guarded
+            return backstop(e)
+        return result if len(result.errors) <= MAX_ERRORS else _few_errors(result)
 
     def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         """The dialect's reading of an admitted reply (clean text, within the cap)."""

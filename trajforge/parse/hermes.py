@@ -17,7 +17,10 @@ import re
 from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
-from trajforge.parse.scan import Finder, decode_at, load_json, load_string_arguments, read_block, string_end
+from trajforge.parse.scan import (
+    DECODER, NEAR, Finder, call_error, decode_at, load_json, load_string_arguments, read_block, string_end,
+    truncated,
+)
 from trajforge.parse.validate import surely_valid_call, validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
@@ -81,13 +84,10 @@ class HermesDialect(Dialect):
 
     def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         if OPEN not in text:
-            return _new_result({"text": text.strip(), "errors": [CallError(
-                kind="no_call",
-                message=("No tool call found. Call a tool with <tool_call>{\"name\": ..., "
-                         "\"arguments\": {...}}</tool_call>."),
-            )]})
+            return _new_result({"text": text.strip(), "errors": [call_error("no_call", (
+                "No tool call found. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."))]})
         found = _Found([], [], [])
-        finder = Finder(text)
+        finder = None  # made when a block needs the tolerant path (most replies never do)
         pieces, pos = [], 0
         while (start := text.find(OPEN, pos)) != -1:
             pieces.append(text[pos:start])
@@ -101,6 +101,7 @@ class HermesDialect(Dialect):
                 else:  # anything else about it (string arguments, coercion, errors): the full path
                     self._accept(obj, [], toolset, found)
             else:  # anything but clean JSON between the tags: the tolerant path
+                finder = finder or Finder(text)
                 block = read_block(finder, start + len(OPEN), CLOSE, (OPEN,))
                 self._parse_block(block.body.strip(), block.closed, toolset, found)
                 pos = block.end
@@ -111,8 +112,7 @@ class HermesDialect(Dialect):
 
     def _parse_block(self, body: str, closed: bool, toolset: Toolset, found: "_Found") -> None:
         if not closed and not _balanced(body):
-            found.errors.append(CallError(
-                kind="truncated", message="The tool call was cut off before it was complete."))
+            found.errors.append(truncated())
             return
         repairs: list[Repair] = []
         if not closed:
@@ -121,16 +121,15 @@ class HermesDialect(Dialect):
 
     def _accept(self, obj, repairs: list[Repair], toolset: Toolset, found: "_Found") -> None:
         if not isinstance(obj, dict):
-            found.errors.append(CallError(
-                kind="malformed",
-                message='Tool call is not valid JSON. Use {"name": "...", "arguments": {...}}.'))
+            found.errors.append(call_error(
+                "malformed", 'Tool call is not valid JSON. Use {"name": "...", "arguments": {...}}.'))
             return
         args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
         if isinstance(args, str):  # OpenAI-style stringified arguments
             args = load_string_arguments(args, repairs)
             if args is None:
-                found.errors.append(CallError(kind="malformed", message=(
-                    'Tool call arguments are not JSON. Use {"name": "...", "arguments": {...}}.')))
+                found.errors.append(call_error(
+                    "malformed", 'Tool call arguments are not JSON. Use {"name": "...", "arguments": {...}}.'))
                 return
         call, error, arg_repairs = validate_call(obj.get("name"), args, toolset)
         if error:
@@ -171,7 +170,7 @@ def _fast_block(text: str, at: int) -> tuple[object, int] | None:
         if not text.startswith("{", at):
             return None
     try:
-        obj, end = decode_at(text, at)
+        obj, end = DECODER.raw_decode(text, at) if at < NEAR else decode_at(text, at)
     except (ValueError, RecursionError):  # damaged, too deep, or an integer past the digit limit
         return None
     if text.startswith(_NL_CLOSE, end):

@@ -19,7 +19,7 @@ handled here, in one place:
 from __future__ import annotations
 
 import sys
-from contextvars import ContextVar
+import threading
 from typing import Any, NamedTuple
 
 MAX_REPLY_CHARS = 256 * 1024
@@ -51,36 +51,30 @@ call of ``REPAIR_LIMIT`` characters, or a hundred of 200. Past it, damaged calls
 a reply of a thousand small broken calls costs well under a second, not minutes."""
 
 _REPAIR_FLOOR = 200
-_budget: ContextVar[int | None] = ContextVar("trajforge_repair_budget", default=None)
+# Per thread, not a ContextVar: a parse never awaits, so no two parses interleave on one thread, and
+# one attribute store per parse is cheaper than a ContextVar set and reset on every turn's hot path.
+_budget = threading.local()
 
 
-def open_repair_budget() -> Any:
-    """Give the parse now starting its own json-repair budget (``REPAIR_BUDGET``); returns the
-    token for ``close_repair_budget``, or None when an enclosing parse already holds one (an
-    OpenAI response parsed through ``parse_tool_calls`` is one parse, not two)."""
-    return _budget.set(REPAIR_BUDGET) if _budget.get() is None else None
-
-
-def close_repair_budget(token: Any) -> None:
-    if token is not None:
-        _budget.reset(token)
+def start_repair_budget() -> None:
+    """Give the parse now starting its json-repair budget (``REPAIR_BUDGET``)."""
+    _budget.left = REPAIR_BUDGET
 
 
 def spend_repair(chars: int) -> bool:
-    """Take one json-repair run of ``chars`` characters out of the budget; False when it does not fit."""
+    """Take one json-repair run of ``chars`` characters out of the budget; False when it does not fit.
+    Outside any parse (a helper called directly) the budget is whatever the thread's last parse left."""
     if chars > REPAIR_LIMIT:
         return False
-    left = _budget.get()
-    if left is None:  # outside any parse (a helper called directly): the per-call limit alone
-        return True
     cost = max(chars, _REPAIR_FLOOR) ** 2
+    left = getattr(_budget, "left", REPAIR_BUDGET)
     if cost > left:
         return False
-    _budget.set(left - cost)
+    _budget.left = left - cost
     return True
 
 
-_INT_BITS = int((sys.get_int_max_str_digits() or 10**9) * 3.32)
+INT_BITS = int((sys.get_int_max_str_digits() or 10**9) * 3.32)
 """Integers longer than this many bits may have more decimal digits than the interpreter converts
 to text (``json.dumps`` would raise); 3.32 bits a digit, rounded down to stay inside the limit."""
 
@@ -157,7 +151,7 @@ def _settle(value: Any, depth: int, fixed: list[bool]) -> Any:
     if t is bool or value is None:
         return value
     if t is int:
-        if value.bit_length() > _INT_BITS:
+        if value.bit_length() > INT_BITS:
             raise _Unstorable("a number has more digits than JSON text can carry here")
         return value
     if t is float:
@@ -200,7 +194,7 @@ def storable(value: Any) -> bool:
     if t is bool or value is None:
         return True
     if t is int:
-        return value.bit_length() <= _INT_BITS
+        return value.bit_length() <= INT_BITS
     if t is float:
         return value - value == 0.0
     if t is list or t is dict:

@@ -30,7 +30,7 @@ from typing import Any
 
 from trajforge.parse.base import Dialect, ParseResult, guarded, over_cap
 from trajforge.parse.limits import MAX_REPLY_CHARS, clean_text
-from trajforge.parse.scan import load_json, match_close, read_json_at, repair_json, string_end
+from trajforge.parse.scan import call_error, load_json, match_close, read_json_at, repair_json, string_end
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
@@ -43,7 +43,7 @@ _UNCLOSED = Repair(kind="unclosed_json", detail="response JSON cut off after its
 
 
 def _error(kind: str, message: str, tool: str | None = None) -> CallError:
-    return CallError(kind=kind, message=message, tool=tool)
+    return call_error(kind, message) if tool is None else CallError(kind=kind, message=message, tool=tool)
 
 
 def _truncated(why: str = "The tool call was cut off before it was complete.") -> CallError:
@@ -68,7 +68,10 @@ def _arguments(raw: Any, last_cut: bool, repairs: list[Repair]) -> tuple[Any, Ca
     """
     if not isinstance(raw, str):
         return raw, None  # an object (some servers decode it for us), or None / a wrong type for validation
-    body = clean_text(raw).strip()  # a server's JSON may carry what text never does: lone surrogates
+    body = clean_text(raw)  # a server's JSON may carry what text never does: lone surrogates
+    if body is not raw:
+        repairs.append(Repair(kind="lone_surrogate", detail="arguments: lone surrogates replaced by U+FFFD"))
+    body = body.strip()
     if not body:
         return (None, _truncated()) if last_cut else ({}, None)
     try:

@@ -9,6 +9,7 @@ contain ``}``, ``]`` or a closing fence, and what tells a call cut off at the en
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from typing import Any, NamedTuple
@@ -21,7 +22,8 @@ from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Repair, Toolset
 
 _OPEN, _CLOSE = "{[(", "}])"
-_DECODER = json.JSONDecoder()
+DECODER = json.JSONDecoder()
+_LENIENT = json.JSONDecoder(strict=False)  # raw control characters allowed inside strings
 
 
 # Outside strings only brackets and quotes matter: the text between two closers or quotes is one
@@ -78,8 +80,9 @@ def match_close(text: str, start: int, quotes: str = "\"'") -> int | None:
     return None
 
 
-_NEAR = 4096
-"""Below this position a failed decode costs little wherever it happens (see ``decode_at``)."""
+NEAR = 4096
+"""Below this position a failed decode costs little wherever it happens (see ``decode_at``): a
+caller on a hot path may call ``DECODER.raw_decode`` itself there."""
 
 
 def decode_at(text: str, start: int) -> tuple[Any, int]:
@@ -88,19 +91,19 @@ def decode_at(text: str, start: int) -> tuple[Any, int]:
 
     json's error carries the line and column of the failure, counted from the start of the whole
     text: a decode that fails late in a long text costs O(position), so a reply of many broken calls
-    decoded where each stands was quadratic. Past ``_NEAR`` the decoder reads a slice instead, which
+    decoded where each stands was quadratic. Past ``NEAR`` the decoder reads a slice instead, which
     doubles while the value runs past its end (a failure at the cut, an unterminated string, a value
     ending exactly at the cut) — at most twice the reading the value itself needs. Raises what
     ``raw_decode`` raises (``ValueError``, ``RecursionError``).
     """
-    if start < _NEAR:
-        return _DECODER.raw_decode(text, start)
-    size, n = _NEAR, len(text)
+    if start < NEAR:
+        return DECODER.raw_decode(text, start)
+    size, n = NEAR, len(text)
     while True:
         whole = start + size >= n
         piece = text[start:] if whole else text[start:start + size]
         try:
-            value, end = _DECODER.raw_decode(piece)
+            value, end = DECODER.raw_decode(piece)
         except json.JSONDecodeError as e:
             if whole or (e.pos < len(piece) - 16 and not e.msg.startswith("Unterminated string")):
                 raise
@@ -132,7 +135,7 @@ def repair_json(body: str) -> Any:
     then json-repair within the size limit and the parse's budget.
     """
     try:
-        return json.loads(body, strict=False)
+        return _LENIENT.decode(body)
     except RecursionError:
         return None
     except ValueError:  # JSONDecodeError, or an integer past the int-string limit
@@ -278,16 +281,25 @@ def join_text(pieces: list[str]) -> str:
     return "\n".join(p.strip() for p in pieces if p.strip())
 
 
+# The same error is one object: a hostile reply can hold a hundred thousand broken calls, and
+# building as many identical pydantic objects (only MAX_ERRORS of which are kept) made parse time
+# per KB grow with the size of the reply. Nothing mutates an error; a changed one is a model_copy.
+@functools.lru_cache(maxsize=512)
+def call_error(kind: str, message: str) -> CallError:
+    """The (shared) error of this kind and message."""
+    return CallError(kind=kind, message=message)
+
+
 def no_call(hint: str) -> CallError:
-    return CallError(kind="no_call", message=f"No tool call found. Call a tool with {hint}.")
+    return call_error("no_call", f"No tool call found. Call a tool with {hint}.")
 
 
 def malformed(hint: str, why: str = "Tool call could not be read") -> CallError:
-    return CallError(kind="malformed", message=f"{why}. Use {hint}.")
+    return call_error("malformed", f"{why}. Use {hint}.")
 
 
 def truncated() -> CallError:
-    return CallError(kind="truncated", message="The tool call was cut off before it was complete.")
+    return call_error("truncated", "The tool call was cut off before it was complete.")
 
 
 def add_call(result: ParseResult, name: Any, arguments: Any, toolset: Toolset,

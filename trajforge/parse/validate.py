@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import jsonschema
 
-from trajforge.parse.limits import clean_text, settle, short, storable
+from trajforge.parse.limits import INT_BITS, clean_text, settle, short, storable
 from trajforge.schema import CallError, Repair, ToolCall, ToolSpec, Toolset
 
 _Check = Callable[[Any], bool]
@@ -205,7 +205,15 @@ def _compile(schema: Any) -> _Check:
 
         def type_test(value: Any) -> bool:
             t = type(value)
-            return t in types and (t is str and value.isascii() or storable(value))
+            if t not in types:
+                return False
+            if t is str:  # ASCII text is storable as it is; only other text is looked at
+                return value.isascii() or storable(value)
+            if t is float:
+                return value - value == 0.0  # finite
+            if t is int:
+                return value.bit_length() <= INT_BITS
+            return t is bool or value is None or storable(value)
 
         type_test.types = types  # type: ignore[attr-defined]  # lets an object check inline it
         return type_test
@@ -229,15 +237,28 @@ def _compile(schema: Any) -> _Check:
             if not needed.issubset(value):
                 return False
             for k, v in value.items():
-                if type(k) is not str or not (k.isascii() or storable(k)):
-                    return False
                 kinds = inline.get(k)
                 if kinds is None:
-                    if not prop_checks.get(k, extra_check)(v):
+                    named = prop_checks.get(k)
+                    if named is None:  # a key the schema does not name: it must be storable text too
+                        if type(k) is not str or not (k.isascii() or storable(k)) or not extra_check(v):
+                            return False
+                    elif not named(v):
                         return False
-                else:
+                else:  # the checks of type_test, inline (a named key is the schema's own clean text)
                     tv = type(v)
-                    if tv not in kinds or not (tv is str and v.isascii() or storable(v)):
+                    if tv not in kinds:
+                        return False
+                    if tv is str:
+                        if not v.isascii() and not storable(v):
+                            return False
+                    elif tv is float:
+                        if v - v != 0.0:
+                            return False
+                    elif tv is int:
+                        if v.bit_length() > INT_BITS:
+                            return False
+                    elif tv is not bool and v is not None and not storable(v):
                         return False
         else:  # a scalar, or a container the schema does not describe
             return storable(value)
