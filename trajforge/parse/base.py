@@ -150,9 +150,10 @@ class Dialect:
 
     def assistant_text(self, message: Message, tokenizer: Any = None) -> str:
         """An assistant turn exactly as prompts show it (and training learns it): what the model
-        wrote (``raw``), else the rendering of its calls; with a tokenizer, control tokens in it
-        escaped — in ``raw`` all but this dialect's markers, in a rendering every one inside the
-        text and the argument values.
+        wrote (``raw``), else the rendering of its text and calls; with a tokenizer, control tokens
+        in it escaped except this dialect's markers, which are the model's own format. The same
+        rule for both forms, so a trajectory imported without its raw text (its turns re-rendered
+        from calls) trains on the same tokens as the original.
 
         The SFT sequence builder must use this for the assistant text it appends, so that the
         next turn's prompt (``chat_text``, which renders history with it) extends it exactly.
@@ -162,8 +163,8 @@ class Dialect:
             return guard.turn(message.raw) if guard else message.raw
         if guard is None:
             return self.render_assistant(message.content, message.tool_calls)
-        calls = [c.model_copy(update={"arguments": guard.content.value(c.arguments)}) for c in message.tool_calls]
-        return self.render_assistant(guard.content(message.content), calls)
+        calls = [c.model_copy(update={"arguments": guard.turn.value(c.arguments)}) for c in message.tool_calls]
+        return self.render_assistant(guard.turn(message.content), calls)
 
     def to_chat(self, messages: list[Message], toolset: Toolset, tokenizer: Any = None) -> list[dict[str, Any]]:
         """Plain ``{"role", "content"}`` messages ready for a chat template.

@@ -20,8 +20,10 @@ copies the escaped form writes plain text, which is what it is.)
 Which strings: every special token the tokenizer declares, its added tokens that look like markup
 (``<...>``, ``[...]``: Qwen's ``<tool_call>`` is an added token that is not marked special), and a
 list of the well-known families' control tokens (``KNOWN_CONTROL_TOKENS``) whatever the tokenizer.
-In text the dialect writes itself — its tool prompt, its call syntax in an assistant turn, the
-wrappers around tool results — the dialect's own ``markers`` stay: they are the format.
+In the dialect's own text — its tool prompt, the wrappers around tool results, and an assistant
+turn (the model's own output, raw or re-rendered from its calls) — the dialect's ``markers`` stay:
+they are the format the model writes and is trained on. Everything a user or a tool wrote has
+every marker escaped too, so a tool result cannot close its own ``<tool_response>`` or open a call.
 """
 
 from __future__ import annotations
@@ -138,9 +140,9 @@ def _escape_match(m: re.Match) -> str:
 
 
 class TextGuard:
-    """The two escapers one rendering uses: ``content`` for text a model, a user or a tool wrote
-    (every control token and every dialect marker), ``turn`` for text in the dialect's own format
-    (an assistant turn as the model wrote it, the tool prompt): its ``markers`` stay."""
+    """The two escapers one rendering uses: ``content`` for text a user or a tool wrote (every
+    control token and every dialect marker), ``turn`` for text in the dialect's own format (an
+    assistant turn, the tool prompt): its ``markers`` stay."""
 
     def __init__(self, tokens: Iterable[str], markers: Iterable[str] = ()):
         tokens = frozenset(tokens)
