@@ -207,7 +207,7 @@ def sized_times(fn, small: str, large: str, reps: int) -> tuple[float, float]:
 
 def run_pathological(reps: int, only: list[str] | None) -> bool:
     """Print µs/KB at 64 KB and 1 MB per dialect and shape; True when every ratio is <= 2."""
-    print(f"\npathological inputs, reply cap lifted: µs per KB at 64 KB | 1 MB | ratio (target <= 2)")
+    print("\npathological inputs, reply cap lifted: µs per KB at 64 KB | 1 MB | ratio (target <= 2)")
     linear = True
     summary = []
     for name in sorted(DIALECTS):

@@ -440,7 +440,7 @@ def test_unreadable_string_arguments_are_malformed_not_empty(name, template):
 
 
 def test_damaged_json_beyond_the_repair_limit_is_malformed_and_strict_json_of_any_size_parses():
-    from trajforge.parse.scan import REPAIR_LIMIT
+    from trajforge.parse.limits import REPAIR_LIMIT
 
     big = "x" * (REPAIR_LIMIT + 10)
     hermes = get_dialect("hermes")

@@ -65,7 +65,7 @@ def guarded(read: Callable[[], ParseResult]) -> ParseResult:
     twice the budget for one reply.)"""
     start_repair_budget()
     try:
-        return _few_errors(read())
+        return few_errors(read())
     except Exception as e:  # noqa: BLE001 - the backstop of a total parser: typed, counted, never silent
         return backstop(e)
 
@@ -77,7 +77,7 @@ def backstop(e: Exception) -> ParseResult:
         "Rewrite it in the documented format."))])
 
 
-def _few_errors(result: ParseResult) -> ParseResult:
+def few_errors(result: ParseResult) -> ParseResult:
     """At most ``MAX_ERRORS`` errors: the rest are folded into the last one listed."""
     if len(result.errors) > MAX_ERRORS:
         rest = result.errors[MAX_ERRORS - 1:]
@@ -122,7 +122,7 @@ class Dialect:
             result = self._parse(text, toolset)
         except Exception as e:  # noqa: BLE001 - see guarded
             return backstop(e)
-        return result if len(result.errors) <= MAX_ERRORS else _few_errors(result)
+        return result if len(result.errors) <= MAX_ERRORS else few_errors(result)
 
     def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         """The dialect's reading of an admitted reply (clean text, within the cap)."""

@@ -92,7 +92,7 @@ class HermesDialect(Dialect):
         while (start := text.find(OPEN, pos)) != -1:
             pieces.append(text[pos:start])
             fast = _fast_block(text, start + len(OPEN))
-            if fast is not None:
+            if fast is not None and fast is not _UNREADABLE:
                 obj, pos = fast
                 call = surely_valid_call(obj.get("name"), obj.get("arguments"), toolset) \
                     if type(obj) is dict else None
@@ -102,7 +102,7 @@ class HermesDialect(Dialect):
                     self._accept(obj, [], toolset, found)
             else:  # anything but clean JSON between the tags: the tolerant path
                 finder = finder or Finder(text)
-                block = read_block(finder, start + len(OPEN), CLOSE, (OPEN,))
+                block = read_block(finder, start + len(OPEN), CLOSE, (OPEN,), json_first=fast is None)
                 self._parse_block(block.body.strip(), block.closed, toolset, found)
                 pos = block.end
         pieces.append(text[pos:])
@@ -155,13 +155,18 @@ class _Found(NamedTuple):
 _new_result = ParseResult.__pydantic_validator__.validate_python
 
 
-def _fast_block(text: str, at: int) -> tuple[object, int] | None:
+_UNREADABLE = "unreadable"
+"""``_fast_block``'s answer when the block opens with a ``{`` that does not decode."""
+
+
+def _fast_block(text: str, at: int) -> tuple[object, int] | str | None:
     """The common case in one pass: whitespace, one strict JSON object, whitespace, ``</tool_call>``.
 
     Decodes the object once, where ``read_block`` + ``json.loads`` would decode it twice; the
     outcome is the one the tolerant path gives for such a block. Returns the object and where the
-    text resumes, or None for any other shape. The rendered layout (one newline each side) is
-    checked first, without a regex.
+    text resumes; ``_UNREADABLE`` when the block's first ``{`` does not decode (the tolerant path
+    then need not try again); None for any other shape. The rendered layout (one newline each
+    side) is checked first, without a regex.
     """
     if text.startswith("\n{", at):
         at += 1
@@ -172,7 +177,7 @@ def _fast_block(text: str, at: int) -> tuple[object, int] | None:
     try:
         obj, end = DECODER.raw_decode(text, at) if at < NEAR else decode_at(text, at)
     except (ValueError, RecursionError):  # damaged, too deep, or an integer past the digit limit
-        return None
+        return _UNREADABLE
     if text.startswith(_NL_CLOSE, end):
         return obj, end + len(_NL_CLOSE)
     if not text.startswith(CLOSE, end):

@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any
 
-from trajforge.parse.base import Dialect, ParseResult, guarded, over_cap
+from trajforge.parse.base import Dialect, ParseResult, few_errors, guarded, over_cap
 from trajforge.parse.limits import MAX_REPLY_CHARS, clean_text
 from trajforge.parse.scan import call_error, load_json, match_close, read_json_at, repair_json, string_end
 from trajforge.parse.validate import validate_call
@@ -507,4 +507,4 @@ class DeltaAccumulator:
             result.errors.append(_error("malformed", (
                 f"{self._unreadable} stream chunk(s) or call fragment(s) were not chat.completion.chunk "
                 "deltas and were skipped.")))
-        return result
+        return few_errors(result)

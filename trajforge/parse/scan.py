@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import json_repair
 
 from trajforge.parse.base import ParseResult
-from trajforge.parse.limits import REPAIR_LIMIT, spend_repair
+from trajforge.parse.limits import spend_repair
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Repair, Toolset
 
@@ -114,6 +114,7 @@ def decode_at(text: str, start: int) -> tuple[Any, int]:
 
 
 _UNREAD = object()
+_PYTHONISH = re.compile(r"'|\b(?:True|False|None)\b|,\s*[}\]]")
 
 
 def _python_literal(body: str) -> Any:
@@ -142,7 +143,9 @@ def repair_json(body: str) -> Any:
         pass
     if not body.strip():
         return None
-    if body.lstrip()[:1] in ("{", "["):  # only a dict or a list is worth the compiler's time
+    # Only a dict or a list that shows some Python (a quote, a constant, a trailing comma) is worth
+    # the compiler's time: a failed literal_eval costs ~30 us, and a reply can hold thousands.
+    if body.lstrip()[:1] in ("{", "[") and _PYTHONISH.search(body):
         value = _python_literal(body)
         if value is not _UNREAD:
             return value
@@ -252,19 +255,25 @@ class Finder:
 
     def first(self, needles: tuple[str, ...], start: int) -> int:
         """Index of the first of ``needles`` at or after ``start``; ``len(text)`` when none occurs."""
-        return min((self.find(n, start) for n in needles), default=len(self.text))
+        at = len(self.text)
+        for needle in needles:
+            found = self.find(needle, start)
+            if found < at:
+                at = found
+        return at
 
 
-def read_block(found: Finder, body_start: int, close: str, stops: tuple[str, ...]) -> Block:
+def read_block(found: Finder, body_start: int, close: str, stops: tuple[str, ...], json_first: bool = True) -> Block:
     """The body of a tagged call starting at ``body_start``: up to ``close``, else up to the first
     of ``stops`` (not consumed), else to the end of the text.
 
     When the body holds a JSON object, the search for the closing tag starts after that object, so
     a string value that contains the closing tag (or a stop) does not end the call early.
+    ``json_first=False``: the caller already knows the body's first object does not decode.
     """
     text = found.text
     search_from = body_start
-    brace = found.find("{", body_start)
+    brace = found.find("{", body_start) if json_first else len(text)
     if brace < found.first((close, *stops), body_start):
         try:
             search_from = decode_at(text, brace)[1]
