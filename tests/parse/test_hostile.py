@@ -57,6 +57,8 @@ def storable(res: ParseResult) -> ParseResult:
     for e in res.errors:
         assert e.kind in KINDS and e.message.strip()
         assert INTERNAL_ERROR not in e.message, e.message  # a parser bug, caught by the backstop
+        assert len(e.message) < 1500 and len(e.tool or "") <= 200  # it goes back into the model's context
+    assert all(len(r.detail) < 500 for r in res.repairs)
     assert len(res.errors) <= MAX_ERRORS
     json.dumps(res.model_dump(), ensure_ascii=False, allow_nan=False).encode("utf-8")
     res.model_dump_json().encode("utf-8")
@@ -213,6 +215,16 @@ def test_pythonic_tuples_become_lists_and_long_dotted_names_are_errors():
         with within(2):
             res = parse("pythonic", "[" + "a." * dots + "b(v=1)]")
         assert not res.calls and res.errors and len(res.errors[0].message) < 1000
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_huge_tool_name_or_key_makes_a_short_message(name):
+    d = get_dialect(name)
+    long = "x" * 100_000
+    with within(2):
+        parse(name, d.render_assistant("", [ToolCall(name=long, arguments={"v": 1})]))
+        parse(name, d.render_assistant("", [ToolCall(name="note", arguments={"text": "t", long: 1})]))
+        parse(name, d.render_assistant("", [ToolCall(name="a." * 50_000 + "b", arguments={"v": 1})]))
 
 
 # -- the size cap -----------------------------------------------------------------------------

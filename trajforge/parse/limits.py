@@ -110,6 +110,11 @@ def as_text(value: Any) -> str:
         return ""
 
 
+def clip(text: str, limit: int = 80) -> str:
+    """A model-written name or key cut to about ``limit`` characters, for a message or a detail."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def short(value: Any, limit: int = 60) -> str:
     """``repr`` of a model-written name or value for a message, cut to about ``limit`` characters:
     an error message goes back into the model's context, so it must not carry a megabyte."""

@@ -13,6 +13,7 @@ import json
 import re
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
     add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, truncated,
     with_instructions,
@@ -96,7 +97,7 @@ class MistralDialect(Dialect):
             result.errors.append(truncated())
             return len(text)
         if text[named.end()] != "{":
-            result.errors.append(malformed(HINT, f"No JSON arguments after {named.group(1)!r}"))
+            result.errors.append(malformed(HINT, f"No JSON arguments after {clip(named.group(1))!r}"))
             return at  # what followed the marker stays visible as text
         span = read_json_at(text, named.end(), repairs)
         if span.truncated:

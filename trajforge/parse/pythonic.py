@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
     add_call, join_text, malformed, match_close, no_call, truncated, with_instructions,
 )
@@ -135,11 +136,11 @@ class PythonicDialect(Dialect):
                 continue
             name = _dotted(node.func)
             if node.args or any(k.arg is None for k in node.keywords):
-                result.errors.append(malformed(HINT, f"{name}: pass every argument by keyword"))
+                result.errors.append(malformed(HINT, f"{clip(name)}: pass every argument by keyword"))
                 continue
             repairs: list[Repair] = []
             try:
-                args = {k.arg: _literal(k.value, repairs, f"{name}.{k.arg}") for k in node.keywords}
+                args = {k.arg: _literal(k.value, repairs, clip(f"{name}.{k.arg}")) for k in node.keywords}
             except _NotLiteral as e:
                 result.errors.append(malformed(HINT, f"{e}; use literal values only"))
                 continue

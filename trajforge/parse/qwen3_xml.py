@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
     add_call, compact_tools, join_text, load_json, malformed, no_call, truncated, with_instructions,
 )
@@ -148,9 +149,9 @@ class Qwen3XMLDialect(Dialect):
         for p in _PARAM.finditer(func.group(2)):
             key = p.group(1).strip()
             if not p.group(3):
-                repairs.append(Repair(kind="unclosed_tag", detail=f"missing </parameter> after {key}"))
+                repairs.append(Repair(kind="unclosed_tag", detail=f"missing </parameter> after {clip(key)}"))
             value, repair = convert_value(_strip_one_newline(p.group(2)), props.get(key, {"type": "string"}))
             if repair:
-                repairs.append(repair.model_copy(update={"detail": f"{key}: {repair.detail}"}))
+                repairs.append(repair.model_copy(update={"detail": f"{clip(key)}: {repair.detail}"}))
             arguments[key] = value
         add_call(result, func.group(1).strip(), arguments, toolset, repairs)
