@@ -18,8 +18,8 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    Finder, add_call, compact_tools, join_text, malformed, no_call, read_block, read_json_at, truncated,
-    with_instructions,
+    Finder, add_call, compact_tools, join_text, malformed, no_call, read_block, read_json_at, shared_repair,
+    truncated, with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
@@ -102,7 +102,7 @@ class DeepSeekDialect(Dialect):
             result.errors.append(truncated())
             return
         if not closed:
-            repairs.append(Repair(kind="unclosed_tag", detail="missing <｜tool▁call▁end｜>"))
+            repairs.append(shared_repair("unclosed_tag", "missing <｜tool▁call▁end｜>"))
         if not isinstance(span.value, dict):
             result.errors.append(malformed(HINT, "Tool call arguments are not a JSON object"))
             return

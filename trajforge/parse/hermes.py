@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    DECODER, NEAR, Finder, call_error, decode_at, load_json, load_string_arguments, read_block, string_end,
-    truncated,
+    DECODER, NEAR, Finder, call_error, decode_at, load_json, load_string_arguments, read_block, shared_repair,
+    string_end, truncated,
 )
 from trajforge.parse.validate import surely_valid_call, validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
@@ -116,7 +116,7 @@ class HermesDialect(Dialect):
             return
         repairs: list[Repair] = []
         if not closed:
-            repairs.append(Repair(kind="unclosed_tag", detail="missing </tool_call>"))
+            repairs.append(shared_repair("unclosed_tag", "missing </tool_call>"))
         self._accept(self._load(body, repairs), repairs, toolset, found)
 
     def _accept(self, obj, repairs: list[Repair], toolset: Toolset, found: "_Found") -> None:

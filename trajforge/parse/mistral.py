@@ -15,7 +15,7 @@ import re
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
-    add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, truncated,
+    add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, shared_repair, truncated,
     with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
@@ -81,7 +81,7 @@ class MistralDialect(Dialect):
             items = span.value
             if isinstance(items, dict):
                 items = [items]
-                repairs.append(Repair(kind="single_object", detail="call object not wrapped in a list"))
+                repairs.append(shared_repair("single_object", "call object not wrapped in a list"))
             if not isinstance(items, list) or not items:
                 result.errors.append(malformed(HINT, "Tool calls are not a JSON list"))
                 return span.end

@@ -21,7 +21,8 @@ from typing import Any
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
-    add_call, compact_tools, join_text, load_json, malformed, no_call, truncated, with_instructions,
+    add_call, compact_tools, join_text, load_json, malformed, no_call, shared_repair, truncated,
+    with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
@@ -112,7 +113,7 @@ class Qwen3XMLDialect(Dialect):
         elif "<function=" in text:  # Qwen3-Coder sometimes drops the wrapper
             blocks = [(m.group(0), True, not m.group(1) and m.end() == len(text), m.span())
                       for m in _BARE.finditer(text)]
-            wrapper_repair = Repair(kind="missing_tag", detail="<function=...> without <tool_call>")
+            wrapper_repair = shared_repair("missing_tag", "<function=...> without <tool_call>")
         else:
             result.text = text.strip()
             result.errors.append(no_call(HINT))
@@ -140,16 +141,16 @@ class Qwen3XMLDialect(Dialect):
             if at_end:
                 result.errors.append(truncated())
                 return
-            repairs.append(Repair(kind="unclosed_tag", detail="missing </function>"))
+            repairs.append(shared_repair("unclosed_tag", "missing </function>"))
         if not closed:
-            repairs.append(Repair(kind="unclosed_tag", detail="missing </tool_call>"))
+            repairs.append(shared_repair("unclosed_tag", "missing </tool_call>"))
         spec = toolset.get(func.group(1).strip())
         props = spec.parameters.get("properties", {}) if spec else {}
         arguments: dict[str, Any] = {}
         for p in _PARAM.finditer(func.group(2)):
             key = p.group(1).strip()
             if not p.group(3):
-                repairs.append(Repair(kind="unclosed_tag", detail=f"missing </parameter> after {clip(key)}"))
+                repairs.append(shared_repair("unclosed_tag", f"missing </parameter> after {clip(key)}"))
             value, repair = convert_value(_strip_one_newline(p.group(2)), props.get(key, {"type": "string"}))
             if repair:
                 repairs.append(repair.model_copy(update={"detail": f"{clip(key)}: {repair.detail}"}))

@@ -15,7 +15,8 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    add_call, compact_tools, join_text, malformed, no_call, read_json_at, truncated, with_instructions,
+    add_call, compact_tools, join_text, malformed, no_call, read_json_at, shared_repair, truncated,
+    with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
@@ -107,7 +108,7 @@ class ReActDialect(Dialect):
         if spec is not None and len(props) == 1 and next(iter(props.values())).get("type") == "string":
             key = next(iter(props))
             add_call(result, name, {key: value}, toolset,
-                     [Repair(kind="bare_input", detail=f"{name}: plain text taken as {key!r}")])
+                     [shared_repair("bare_input", f"{name}: plain text taken as {key!r}")])
             return
         if spec is None:
             add_call(result, name, {}, toolset, [])  # unknown_tool, with the closest-name hint

@@ -183,7 +183,7 @@ def load_string_arguments(raw: str, repairs: list[Repair], detail: str = "argume
     """
     value = load_json(raw, repairs)
     if value is not None:
-        repairs.append(Repair(kind="string_arguments", detail=detail))
+        repairs.append(shared_repair("string_arguments", detail))
     return value
 
 
@@ -297,6 +297,13 @@ def join_text(pieces: list[str]) -> str:
 def call_error(kind: str, message: str) -> CallError:
     """The (shared) error of this kind and message."""
     return CallError(kind=kind, message=message)
+
+
+@functools.lru_cache(maxsize=512)
+def shared_repair(kind: str, detail: str) -> Repair:
+    """The (shared) repair of this kind and detail: as with errors, one object for the thousands
+    of identical repairs (an unclosed tag per call) a long reply of calls can carry."""
+    return Repair(kind=kind, detail=detail)
 
 
 def no_call(hint: str) -> CallError:
