@@ -4,6 +4,11 @@ Every dialect finds the *extent* of a call first (a matching bracket, a closing 
 decodes it. Finding the extent with a string-aware scanner rather than a regex is what lets a value
 contain ``}``, ``]`` or a closing fence, and what tells a call cut off at the end of the text
 (``truncated``: never guessed) from one that is merely damaged (``json_repair``: recorded).
+
+Everything here is linear in the text it reads, whatever the text: the bracket scan steps per
+bracket run or string, a string's end is found with ``str.find``, a failed decode costs what it
+read (``decode_at``), repeated tag searches are remembered (``Finder``), and json-repair — the one
+superlinear reader — gets small inputs within a per-parse budget (``limits.REPAIR_BUDGET``).
 """
 
 from __future__ import annotations
@@ -28,9 +33,8 @@ _LENIENT = json.JSONDecoder(strict=False)  # raw control characters allowed insi
 
 # Outside strings only brackets and quotes matter: the text between two closers or quotes is one
 # match whose openers are counted in C, so a megabyte of "[[[[" (or of prose) is a few steps rather
-# than a million.
-# A string without a backslash is one match too (most are); one with escapes is read by
-# ``string_end`` from its opening quote.
+# than a million. A string without a backslash is one match too (most are); one with escapes is
+# read by ``string_end`` from its opening quote.
 _TOKENS = {
     "\"'": re.compile(r"""[^\]})"']+|[\]})]+|"[^"\\]*"|'[^'\\]*'|["']"""),
     '"': re.compile(r"""[^\]})"]+|[\]})]+|"[^"\\]*"|["]"""),
@@ -201,10 +205,9 @@ class Span(NamedTuple):
 def read_json_at(text: str, start: int, repairs: list[Repair]) -> Span:
     """Decode the JSON value starting at ``text[start]`` (``{`` or ``[``).
 
-    ``raw_decode`` first (``decode_at``: exact, and stops where the value stops, so trailing text is
-    left alone);
-    then the string-aware bracket scan decides between truncated (text ended inside the value) and
-    damaged (repaired with json-repair, value None when beyond repair).
+    ``raw_decode`` first (``decode_at``: exact, and stops where the value stops, so trailing text
+    is left alone); then the string-aware bracket scan decides between truncated (text ended inside
+    the value) and damaged (repaired, value None when beyond repair).
     """
     try:
         value, end = decode_at(text, start)
