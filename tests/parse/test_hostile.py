@@ -38,9 +38,12 @@ def ping() -> str:
 
 
 # ``free`` takes any JSON value: nothing in its schema stops a value the store cannot hold.
+# ``nested`` takes any array or object (qwen3_xml reads such a value as JSON; an untyped one is text).
 TOOLS = Toolset(tools=(ToolSpec.from_function(note), ToolSpec.from_function(ping),
                        ToolSpec(name="free", description="Takes anything.",
-                                parameters={"type": "object", "properties": {"v": {}}})))
+                                parameters={"type": "object", "properties": {"v": {}}}),
+                       ToolSpec(name="nested", description="Takes a structure.", parameters={
+                           "type": "object", "properties": {"v": {"anyOf": [{"type": "array"}, {"type": "object"}]}}})))
 
 
 @contextmanager
@@ -72,9 +75,11 @@ def parse(name: str, text, max_chars: int | None = MAX_REPLY_CHARS) -> ParseResu
 def with_value(name: str, raw: str, arg: str = "v") -> str:
     """A call rendered by the dialect with ``raw`` written where the value of ``arg`` goes (raw
     JSON; a raw Python literal for pythonic; raw text for qwen3_xml, whose untyped values stay
-    text). ``v`` is ``free``'s value (anything), ``scores`` and ``data`` are ``note``'s typed ones."""
+    text). ``v`` is ``free``'s value (anything), ``nested`` is ``nested``'s, ``scores`` and ``data``
+    are ``note``'s typed ones."""
     d = get_dialect(name)
     call = ToolCall(name="free", arguments={"v": "@@"}) if arg == "v" else \
+        ToolCall(name="nested", arguments={"v": "@@"}) if arg == "nested" else \
         ToolCall(name="note", arguments={"text": "t", arg: "@@"})
     text = d.render_assistant("", [call])
     if name == "pythonic":
@@ -124,11 +129,12 @@ def test_a_numeric_string_that_reads_as_infinite_is_not_coerced():
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 900, 100_000])
 def test_deep_nesting_is_an_error_at_any_depth(name, depth):
-    arg = "data" if name == "qwen3_xml" else "v"  # qwen3_xml reads JSON for typed values only
     with within(2):
-        closed = parse(name, with_value(name, "[" * depth + "]" * depth, arg))
-        parse(name, with_value(name, "[" * depth, arg))  # unclosed: json-repair may read it as []
+        closed = parse(name, with_value(name, "[" * depth + "]" * depth, "nested"))
+        parse(name, with_value(name, "[" * depth, "nested"))  # unclosed: json-repair may read it as []
     assert not closed.calls and closed.errors
+    if depth == MAX_DEPTH + 1:  # readable, and refused for its depth alone
+        assert "nested deeper than" in closed.errors[0].message
 
 
 @pytest.mark.parametrize("name", NAMES)
