@@ -74,7 +74,7 @@ def render_sample(traj: Trajectory, tokenizer, toolset: Toolset, dialect: Dialec
         ids += delta
         mask += [0] * len(delta)
         step = steps[turn] if turn < len(steps) else None
-        text = dialect.assistant_text(msg, tokenizer)  # as chat_text shows it: control tokens escaped
+        text = msg.raw if msg.raw is not None else dialect.render_assistant(msg.content, msg.tool_calls)
         if step is not None and step.completion_ids:
             completion = list(step.completion_ids)  # exact sampled tokens, never re-tokenized
         else:
