@@ -1,6 +1,8 @@
-"""Parser throughput: calls/second per dialect on valid and on malformed model outputs.
+"""Parser throughput: calls/second per dialect on valid and on malformed model outputs, and time per
+KB on pathological inputs of 64 KB and 1 MB (linear or not).
 
     .venv/bin/python benchmarks/parse.py [--texts 2000] [--reps 5] [--seed 0] [--profile]
+                                         [--no-pathological] [--shape NAME ...]
 
 For each dialect, ``--texts`` assistant turns of 1-3 random valid calls are rendered with that
 dialect's ``render_assistant`` (for openai: API message JSON); a malformed copy of each is made
@@ -18,6 +20,7 @@ set.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import re
@@ -117,13 +120,134 @@ def naive_hermes(text: str) -> list:
     return [json.loads(b) for b in _BLOCK.findall(text)]
 
 
+# -- pathological inputs ---------------------------------------------------------------------------
+
+KB = 1024
+SIZES = (64 * KB, 1024 * KB)
+ALL_MARKERS = ("<tool_call>", "</tool_call>", "<function=f>", "<parameter=p>", "</parameter>", "[TOOL_CALLS]",
+               "[ARGS]", "<|python_tag|>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+               "<｜tool▁call▁end｜>", "Action: ", "Action Input: ", "[f(", '{"name": ', '"tool_calls": [')
+# Per dialect: the openings of its own calls, to repeat without ever closing them.
+OPENERS = {
+    "hermes": ["<tool_call>", "<tool_call>{", '<tool_call>{"name": "get_time", "arguments": {"timezone": "'],
+    "qwen3_xml": ["<tool_call>", "<function=", "<tool_call><function=get_time>", "<parameter=timezone>",
+                  "<tool_call><function=get_time><parameter=timezone>x"],
+    "deepseek": ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+                 "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"],
+    "llama3_json": ['{"name": ', '{"name": "get_time", "parameters": {', "<|python_tag|>", '{"type": "x"} '],
+    "mistral": ["[TOOL_CALLS]", "[TOOL_CALLS][", "[TOOL_CALLS]get_time", "[TOOL_CALLS]get_time[ARGS]{"],
+    "pythonic": ["[get_time(", "[get_time(timezone=", "[get_time(timezone='", "[a.", "[f(a=1), "],
+    "react": ["Action: get_time\n", "Action: get_time\nAction Input: {", "Action: get_time\nAction Input: x\n",
+              "Thought: \nAction:"],
+    "openai": ['{"tool_calls": [', '{"tool_calls": [{"function": {"name": "get_time", "arguments": "{',
+               '[{"function": ', '{"role": "assistant", "content": "x", "tool_calls": [{"id": "a", "function": {}}, '],
+}
+
+
+def _fill(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _in_call(dialect: str, size: int, filler: str, ends: bool = True) -> str:
+    """One call of the dialect whose argument is ``filler`` repeated to fill ``size`` characters: a
+    long value, a deep one, a huge number...; ``ends=False`` leaves the call (and the value) open."""
+    text = get_dialect(dialect).render_assistant("", [ToolCall(name="run_sql", arguments={"query": "@@"})])
+    head, tail = text.split("@@")
+    if filler[0] in "[{0123456789":  # a bare JSON value, not a string: drop the quotes around it
+        quote = head[-1] if head[-1] in "\"'" else ""
+        head, tail = head[: len(head) - len(quote)], tail[len(quote):]
+    tail = tail if ends else ""
+    return (head + _fill(filler, max(0, size - len(head) - len(tail))) + tail)[:size]
+
+
+def pathological(dialect: str, size: int) -> dict[str, str]:
+    """Named inputs of exactly ``size`` characters that stress a parser's worst paths."""
+    d = get_dialect(dialect)
+    call = d.render_assistant("", [ToolCall(name="get_time", arguments={"timezone": "Europe/Paris"})])
+    shapes = {f"opener {i}": _fill(u, size) for i, u in enumerate(OPENERS[dialect])}
+    shapes.update({
+        "half calls": _fill(call[: len(call) // 2], size),
+        "partial markers": _fill("".join(m[:-1] for m in ALL_MARKERS), size),
+        "all markers": _fill("".join(ALL_MARKERS), size),
+        "many calls": _fill(call + "\n", size),
+        "long string": _in_call(dialect, size, "a"),
+        "unterminated": _in_call(dialect, size, "ab", ends=False),
+        "deep nesting": _in_call(dialect, size, "["),
+        "deep objects": _in_call(dialect, size, '{"a": '),
+        "huge number": _in_call(dialect, size, "1"),
+        "backslashes": _in_call(dialect, size, "\\"),
+        "quotes": _fill("\"'", size),
+        "spaces": "Action:" + _fill(" ", size - 8) + "x" if dialect == "react" else _fill(" \n", size),
+        "surrogates": _fill("\\ud83d\\udc", size),
+    })
+    return {k: v[:size] for k, v in shapes.items()}
+
+
+def sized_times(fn, small: str, large: str, reps: int) -> tuple[float, float]:
+    """Best time of ``fn`` on ``small`` and on ``large``, the two timed in alternation (a busy
+    machine then slows both rather than one), each after a ``gc.collect()`` so that both start
+    from the same heap. ``large`` is skipped (inf) when ``small`` alone takes over 2 s, and timed
+    once when it takes over 5 s."""
+    best_small = best_large = float("inf")
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn(small)
+        best_small = min(best_small, time.perf_counter() - t0)
+        if best_small > 2.0:
+            return best_small, float("inf")
+        if best_large != float("inf") and best_large > 5.0:
+            continue
+        gc.collect()
+        t0 = time.perf_counter()
+        fn(large)
+        best_large = min(best_large, time.perf_counter() - t0)
+    return best_small, best_large
+
+
+def run_pathological(reps: int, only: list[str] | None) -> bool:
+    """Print µs/KB at 64 KB and 1 MB per dialect and shape; True when every ratio is <= 2."""
+    print("\npathological inputs, reply cap lifted: µs per KB at 64 KB | 1 MB | ratio (target <= 2)")
+    linear = True
+    summary = []
+    for name in sorted(DIALECTS):
+        d = get_dialect(name)
+        d.max_chars = None
+        parse = lambda t: d.parse(t, TOOLS)  # noqa: E731
+        small, large = pathological(name, SIZES[0]), pathological(name, SIZES[1])
+        worst = (0.0, "", 0.0, 0.0)
+        for shape in small:
+            if only and shape not in only:
+                continue
+            t_small, t_large = sized_times(parse, small[shape], large[shape], reps)
+            per_small, per_large = 1e6 * t_small / (SIZES[0] / KB), 1e6 * t_large / (SIZES[1] / KB)
+            ratio = per_large / per_small
+            print(f"  {name:<12} {shape:<18} {per_small:>10.1f} {per_large:>10.1f} {ratio:>6.2f}"
+                  f"{'' if ratio <= 2 else '   NOT linear'}", flush=True)
+            if ratio >= worst[0]:
+                worst = (ratio, shape, per_small, per_large)
+        summary.append((name, *worst))
+        linear &= worst[0] <= 2
+    print(f"\n{'dialect':<12} {'worst shape':<18} {'us/KB@64KB':>10} {'us/KB@1MB':>10} {'ratio':>6}")
+    for name, ratio, shape, per_small, per_large in summary:
+        print(f"{name:<12} {shape:<18} {per_small:>10.1f} {per_large:>10.1f} {ratio:>6.2f}")
+    print(f"every dialect linear (ratio <= 2): {'met' if linear else 'NOT met'}")
+    return linear
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--texts", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-pathological", action="store_true", help="only the throughput table")
+    ap.add_argument("--pathological-only", action="store_true", help="only the 64 KB / 1 MB table")
+    ap.add_argument("--shape", action="append", help="only these pathological shapes (repeatable)")
     args = ap.parse_args()
+    if args.pathological_only:
+        run_pathological(args.reps, args.shape)
+        return
 
     print(f"{'dialect':<12} {'valid calls/s':>14} {'malformed calls/s':>18}")
     hermes_valid, hermes_calls = [], 0
@@ -159,6 +283,8 @@ def main() -> None:
             h.parse(t, TOOLS)
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    if not args.no_pathological:
+        run_pathological(args.reps, args.shape)
 
 
 if __name__ == "__main__":

@@ -440,13 +440,19 @@ def test_unreadable_string_arguments_are_malformed_not_empty(name, template):
 
 
 def test_damaged_json_beyond_the_repair_limit_is_malformed_and_strict_json_of_any_size_parses():
-    from trajforge.parse.scan import REPAIR_LIMIT
+    from trajforge.parse.limits import REPAIR_LIMIT
 
     big = "x" * (REPAIR_LIMIT + 10)
     hermes = get_dialect("hermes")
     ok = f'<tool_call>{{"name": "search", "arguments": {{"query": "{big}"}}}}</tool_call>'
     assert hermes.parse(ok, TOOLS).calls == [ToolCall(name="search", arguments={"query": big})]
-    small = hermes.parse(ok.replace(big, "x").replace('"query"', "'query'"), TOOLS)
+    # An unquoted key: damage only json-repair reads (the linear readers — JSON with raw control
+    # characters, Python literals — do not), so its size limit applies.
+    small = hermes.parse(ok.replace(big, "x").replace('"query"', "query"), TOOLS)
     assert [r.kind for r in small.repairs] == ["json_repair"]  # the same damage, small: repaired
-    res = hermes.parse(ok.replace('"query"', "'query'"), TOOLS)
+    res = hermes.parse(ok.replace('"query"', "query"), TOOLS)
     assert res.calls == [] and [e.kind for e in res.errors] == ["malformed"]
+    # Single quotes are a Python literal: read in linear time at any size, recorded the same way.
+    quoted = hermes.parse(ok.replace('"query"', "'query'"), TOOLS)
+    assert quoted.calls == [ToolCall(name="search", arguments={"query": big})]
+    assert [r.kind for r in quoted.repairs] == ["json_repair"]

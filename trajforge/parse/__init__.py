@@ -3,7 +3,10 @@
     dialect = get_dialect("qwen3_xml")            # or Dialect.for_model("Qwen/Qwen3-Coder-30B", chat_template)
     text = dialect.render_assistant("Let me look.", [ToolCall(name="run_sql", arguments={...})])
     result = dialect.parse(text, toolset)         # ParseResult: calls, errors, repairs, text
-    prompt = dialect.chat_text(tokenizer, messages, toolset, render_mode="template")  # policy = SFT
+    prompt = dialect.chat_text(tokenizer, messages, toolset, render_mode="template")  # policy = SFT = serve
+
+Parsing is total (any input: a result, in linear time, storable as UTF-8 JSON; ``limits``), and
+rendering keeps text text (control tokens inside content are escaped; ``special``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from trajforge.parse.openai import DeltaAccumulator, OpenAIDialect
 from trajforge.parse.pythonic import PythonicDialect
 from trajforge.parse.qwen3_xml import Qwen3XMLDialect
 from trajforge.parse.react import ReActDialect
+from trajforge.parse.special import escape_control_tokens
 from trajforge.parse.stream import StreamParser
 
 DIALECTS: dict[str, type[Dialect]] = {
@@ -27,10 +31,11 @@ DIALECTS: dict[str, type[Dialect]] = {
 }
 
 
-def get_dialect(name: str) -> Dialect:
+def get_dialect(name: str, **options) -> Dialect:
+    """A dialect by name; ``options`` go to its constructor (``max_chars``: the reply size cap)."""
     if name not in DIALECTS:
         raise KeyError(f"unknown dialect {name!r}; known: {sorted(DIALECTS)}")
-    return DIALECTS[name]()
+    return DIALECTS[name](**options)
 
 
 def dialect_for_model(name_or_path: str, chat_template: str | dict | None = None) -> Dialect:
@@ -47,5 +52,5 @@ def guess_dialect(text: str) -> Dialect:
 __all__ = [
     "DIALECTS", "DeepSeekDialect", "DeltaAccumulator", "Dialect", "HermesDialect", "Llama3JSONDialect",
     "MistralDialect", "OpenAIDialect", "ParseResult", "PythonicDialect", "Qwen3XMLDialect", "RENDER_MODES",
-    "ReActDialect", "StreamParser", "dialect_for_model", "get_dialect", "guess_dialect",
+    "ReActDialect", "StreamParser", "dialect_for_model", "escape_control_tokens", "get_dialect", "guess_dialect",
 ]

@@ -2,15 +2,24 @@
 
 The same Dialect instance renders SFT samples and parses rollouts and evaluation episodes, so the
 metrics are computed with the parser the model was trained against.
+
+Parsing is total: ``Dialect.parse`` returns a ``ParseResult`` for any input whatever, in time
+linear in its length, and everything in it is valid UTF-8 JSON. The pieces: the reply is admitted
+first (``limits``: clean text, the size cap), each dialect reads it (``_parse``) with linear-time
+scanners, and arguments are settled by validation; an exception a dialect still raises is a bug,
+turned into a typed error (``internal parser error``, which the hostile-input tests look for) so
+that one reply never ends a collection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
 from trajforge.parse.detect import template_supports_tools
+from trajforge.parse.limits import MAX_ERRORS, MAX_REPLY_CHARS, as_text, start_repair_budget
+from trajforge.parse.special import TextGuard, text_guard
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 RENDER_MODES = ("dialect", "template")
@@ -38,10 +47,54 @@ class ParseResult(BaseModel):
         return bool(self.calls) and not self.errors
 
 
+INTERNAL_ERROR = "internal parser error"
+"""Words every backstop error message carries: a test that finds them has found a parser bug."""
+
+
+def over_cap(length: int, cap: int) -> ParseResult:
+    """The result for a reply longer than the cap: one ``truncated`` error, nothing read."""
+    return ParseResult(errors=[CallError(kind="truncated", message=(
+        f"The reply is {length:,} characters long, over the {cap:,}-character limit, and was not read. "
+        "Reply with shorter tool calls."))])
+
+
+def guarded(read: Callable[[], ParseResult]) -> ParseResult:
+    """Run one parse under a fresh json-repair budget (``limits.REPAIR_BUDGET``), turning an exception
+    into a typed ``malformed`` error rather than the end of the caller's run. (An OpenAI response
+    read as text is parsed through ``parse_tool_calls``, which starts the budget again: at most
+    twice the budget for one reply.)"""
+    start_repair_budget()
+    try:
+        return few_errors(read())
+    except Exception as e:  # noqa: BLE001 - the backstop of a total parser: typed, counted, never silent
+        return backstop(e)
+
+
+def backstop(e: Exception) -> ParseResult:
+    """The result of a parse that raised: one ``malformed`` error naming the exception's type."""
+    return ParseResult(errors=[CallError(kind="malformed", message=(
+        f"The tool call could not be read ({INTERNAL_ERROR}: {type(e).__name__}). "
+        "Rewrite it in the documented format."))])
+
+
+def few_errors(result: ParseResult) -> ParseResult:
+    """At most ``MAX_ERRORS`` errors: the rest are folded into the last one listed."""
+    if len(result.errors) > MAX_ERRORS:
+        rest = result.errors[MAX_ERRORS - 1:]
+        result.errors[MAX_ERRORS - 1:] = [CallError(kind=rest[0].kind, tool=rest[0].tool, message=(
+            f"{rest[0].message} ({len(rest) - 1:,} more tool-call errors after this one are not listed.)"))]
+    return result
+
+
 class Dialect:
-    """Base: subclasses implement the text format; chat assembly is shared."""
+    """Base: subclasses implement the text format (``_parse`` and the renderers); admission of a
+    reply and chat assembly are shared."""
 
     name: str = ""
+
+    def __init__(self, max_chars: int | None = MAX_REPLY_CHARS):
+        self.max_chars = max_chars
+        """Longest reply ``parse`` reads, in characters; None reads any length (benchmarks do)."""
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         raise NotImplementedError  # abstract
@@ -53,6 +106,26 @@ class Dialect:
         raise NotImplementedError  # abstract
 
     def parse(self, text: str, toolset: Toolset) -> ParseResult:
+        """Calls, errors, repairs and the text outside the calls of one assistant reply.
+
+        Total: any input gives a result. Bytes are decoded as UTF-8 (invalid sequences become
+        U+FFFD), lone surrogates are replaced, and a reply over ``max_chars`` is one ``truncated``
+        error without being read.
+        """
+        if type(text) is not str or not text.isascii():
+            text = as_text(text)
+        if self.max_chars is not None and len(text) > self.max_chars:
+            return over_cap(len(text), self.max_chars)
+        # ``guarded``, written out: this is every turn's hot path.
+        start_repair_budget()
+        try:
+            result = self._parse(text, toolset)
+        except Exception as e:  # noqa: BLE001 - see guarded
+            return backstop(e)
+        return result if len(result.errors) <= MAX_ERRORS else few_errors(result)
+
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
+        """The dialect's reading of an admitted reply (clean text, within the cap)."""
         raise NotImplementedError  # abstract
 
     @classmethod
@@ -66,12 +139,42 @@ class Dialect:
     tool_role: str = "user"
     """Chat role that carries tool results for models whose template has no ``tool`` role."""
 
-    def to_chat(self, messages: list[Message], toolset: Toolset) -> list[dict[str, Any]]:
+    markers: tuple[str, ...] = ()
+    """What this dialect writes itself that a tokenizer may hold as tokens (its call and result
+    tags): kept in its own text — the tool prompt, an assistant turn, the result wrappers — and
+    escaped in anything a model, a user or a tool wrote (``trajforge.parse.special``)."""
+
+    def guard(self, tokenizer: Any) -> TextGuard | None:
+        """The escapers for rendering through ``tokenizer``; None without one (nothing escaped)."""
+        return None if tokenizer is None else text_guard(tokenizer, self.markers)
+
+    def assistant_text(self, message: Message, tokenizer: Any = None) -> str:
+        """An assistant turn exactly as prompts show it (and training learns it): what the model
+        wrote (``raw``), else the rendering of its text and calls; with a tokenizer, control tokens
+        in it escaped except this dialect's markers, which are the model's own format. The same
+        rule for both forms, so a trajectory imported without its raw text (its turns re-rendered
+        from calls) trains on the same tokens as the original.
+
+        The SFT sequence builder must use this for the assistant text it appends, so that the
+        next turn's prompt (``chat_text``, which renders history with it) extends it exactly.
+        """
+        guard = self.guard(tokenizer)
+        if message.raw is not None:
+            return guard.turn(message.raw) if guard else message.raw
+        if guard is None:
+            return self.render_assistant(message.content, message.tool_calls)
+        calls = [c.model_copy(update={"arguments": guard.turn.value(c.arguments)}) for c in message.tool_calls]
+        return self.render_assistant(guard.turn(message.content), calls)
+
+    def to_chat(self, messages: list[Message], toolset: Toolset, tokenizer: Any = None) -> list[dict[str, Any]]:
         """Plain ``{"role", "content"}`` messages ready for a chat template.
 
         The first system message gets the tool block appended; consecutive tool messages are merged
-        into one turn, as Qwen2.5/Hermes templates do.
+        into one turn, as Qwen2.5/Hermes templates do. With ``tokenizer``, the control tokens in
+        what a user, a tool or the model wrote are escaped (see ``markers``).
         """
+        guard = self.guard(tokenizer)
+        text = guard.content if guard else _unchanged
         chat: list[dict[str, Any]] = []
         pending: list[Message] = []
 
@@ -82,54 +185,62 @@ class Dialect:
 
         for m in messages:
             if m.role == "tool":
-                pending.append(m)
+                pending.append(m.model_copy(update={"content": text(m.content), "name": text(m.name or "") or m.name})
+                               if guard else m)
                 continue
             flush()
             if m.role == "system":
-                chat.append({"role": "system", "content": self.system_prompt(toolset, m.content)})
+                prompt = self.system_prompt(toolset, text(m.content))
+                chat.append({"role": "system", "content": guard.turn(prompt) if guard else prompt})
             elif m.role == "assistant":
-                text = m.raw if m.raw is not None else self.render_assistant(m.content, m.tool_calls)
-                chat.append({"role": "assistant", "content": text})
+                chat.append({"role": "assistant", "content": self.assistant_text(m, tokenizer)})
             else:
-                chat.append({"role": m.role, "content": m.content})
+                chat.append({"role": m.role, "content": text(m.content)})
         flush()
         return chat
 
-    def template_chat(self, messages: list[Message]) -> list[dict[str, Any]]:
+    def template_chat(self, messages: list[Message], tokenizer: Any = None) -> list[dict[str, Any]]:
         """Messages for a chat template that shows the tools itself (``render_mode="template"``).
 
         The system message keeps only its instructions (the template renders the ``tools``
         argument), each tool result is its own ``tool`` message (the template wraps them), and an
         assistant turn is this dialect's text as plain content — what the model wrote, or the
         rendering of its calls — so the template cannot re-serialize earlier calls differently
-        from what the model sees and learns.
+        from what the model sees and learns. With ``tokenizer``, control tokens are escaped as in
+        ``to_chat``.
         """
+        guard = self.guard(tokenizer)
+        text = guard.content if guard else _unchanged
         chat: list[dict[str, Any]] = []
         for m in messages:
             if m.role == "assistant":
-                text = m.raw if m.raw is not None else self.render_assistant(m.content, m.tool_calls)
-                chat.append({"role": "assistant", "content": text})
+                chat.append({"role": "assistant", "content": self.assistant_text(m, tokenizer)})
             elif m.role == "tool":
-                entry = {"role": "tool", "content": m.content}
+                entry = {"role": "tool", "content": text(m.content)}
                 if m.name:
-                    entry["name"] = m.name
+                    entry["name"] = text(m.name)
                 if m.tool_call_id:
-                    entry["tool_call_id"] = m.tool_call_id
+                    entry["tool_call_id"] = text(m.tool_call_id)
                 chat.append(entry)
             else:
-                chat.append({"role": m.role, "content": m.content})
+                chat.append({"role": m.role, "content": text(m.content)})
         return chat
 
     def chat_text(self, tokenizer, messages: list[Message], toolset: Toolset, render_mode: str = "dialect") -> str:
         """The prompt for the next assistant turn through ``tokenizer``'s chat template.
 
-        The one rendering path of both the hf policy (inference) and the SFT renderer (training),
-        so the two cannot drift. ``render_mode``: ``dialect`` puts this dialect's tool block in the
-        system message; ``template`` passes the tools to a chat template that renders them itself
-        (``apply_chat_template(..., tools=...)``, for models trained on their own tool prompt).
+        The one rendering path of the hf policy (inference), the SFT renderer (training) and
+        ``serve``, so they cannot drift. ``render_mode``: ``dialect`` puts this dialect's tool block
+        in the system message; ``template`` passes the tools to a chat template that renders them
+        itself (``apply_chat_template(..., tools=...)``, for models trained on their own tool prompt).
+
+        Text stays text: every control token of ``tokenizer`` (and of the known template families)
+        inside what a user, a tool or the model wrote is escaped, so the only control tokens in the
+        prompt are the ones the template and the dialect's format put there
+        (``trajforge.parse.special``). Tokenize the result with special tokens parsed, as usual.
         """
         if render_mode == "dialect":
-            chat = self.to_chat(messages, toolset)
+            chat = self.to_chat(messages, toolset, tokenizer)
             return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         if render_mode != "template":
             raise ValueError(f"unknown render mode {render_mode!r}; use one of {', '.join(RENDER_MODES)}")
@@ -137,5 +248,10 @@ class Dialect:
             raise ValueError(
                 f"the chat template of {getattr(tokenizer, 'name_or_path', 'this tokenizer') or 'this tokenizer'} "
                 "does not take tools; use render_mode='dialect' (the dialect's own tool prompt)")
-        return tokenizer.apply_chat_template(self.template_chat(messages), tools=toolset.openai(),
+        tools = self.guard(tokenizer).content.value(toolset.openai())
+        return tokenizer.apply_chat_template(self.template_chat(messages, tokenizer), tools=tools,
                                              tokenize=False, add_generation_prompt=True)
+
+
+def _unchanged(text: str) -> str:
+    return text

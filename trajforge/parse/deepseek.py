@@ -18,8 +18,8 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    add_call, compact_tools, join_text, malformed, no_call, read_block, read_json_at, truncated,
-    with_instructions,
+    Finder, add_call, compact_tools, join_text, malformed, no_call, read_block, read_json_at, shared_repair,
+    truncated, with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
@@ -33,6 +33,7 @@ _NAME = re.compile(r"\s*([^\s`{]+)\s*(?:```(?:json)?)?\s*")
 
 class DeepSeekDialect(Dialect):
     name = "deepseek"
+    markers = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP, OUTPUTS_BEGIN, OUTPUTS_END, OUTPUT_BEGIN, OUTPUT_END)
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         return with_instructions(instructions, (
@@ -56,7 +57,7 @@ class DeepSeekDialect(Dialect):
         body = "\n".join(f"{OUTPUT_BEGIN}{m.content}{OUTPUT_END}" for m in results)
         return f"{OUTPUTS_BEGIN}{body}{OUTPUTS_END}"
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         if CALL_BEGIN not in text:
             result.text = join_text(re.split(f"{CALLS_BEGIN}|{CALLS_END}", text))
@@ -67,10 +68,11 @@ class DeepSeekDialect(Dialect):
             else:
                 result.errors.append(truncated())
             return result
+        finder = Finder(text)
         pieces, pos = [], 0
         while (start := text.find(CALL_BEGIN, pos)) != -1:
             pieces.append(text[pos:start])
-            block = read_block(text, start + len(CALL_BEGIN), CALL_END, (CALL_BEGIN, CALLS_END))
+            block = read_block(finder, start + len(CALL_BEGIN), CALL_END, (CALL_BEGIN, CALLS_END))
             self._parse_block(block.body, block.closed, toolset, result)
             pos = block.end
         pieces.append(text[pos:])
@@ -100,7 +102,7 @@ class DeepSeekDialect(Dialect):
             result.errors.append(truncated())
             return
         if not closed:
-            repairs.append(Repair(kind="unclosed_tag", detail="missing <｜tool▁call▁end｜>"))
+            repairs.append(shared_repair("unclosed_tag", "missing <｜tool▁call▁end｜>"))
         if not isinstance(span.value, dict):
             result.errors.append(malformed(HINT, "Tool call arguments are not a JSON object"))
             return

@@ -38,7 +38,9 @@ _NAMES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), d) for p, d i
 ))
 
 _LLAMA_CALL = re.compile(r"\{\s*\"name\"\s*:\s*\"[^\"]+\"\s*,\s*\"(?:parameters|arguments)\"")
-_PY_CALL = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\([^)]*\)")
+# A pythonic call list opens with "[name(" and has a ")" somewhere after: the two are found apart,
+# since "[^)]*\)" from every "[name(" rescans the rest of a text that has no ")".
+_PY_CALL = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
 # The JSON of an API response, choice, message or tool_calls list (the openai dialect's text form).
 _OPENAI = re.compile(r'\s*(?:\{\s*"(?:id|object|created|model|choices|index|message|role|content|tool_calls|'
                      r'finish_reason)"\s*:|\[\s*\{\s*"(?:id|type|index|function)"\s*:)')
@@ -92,6 +94,6 @@ def guess_dialect_name(text: str) -> str:
         return "react"
     if _LLAMA_CALL.search(text):
         return "llama3_json"
-    if _PY_CALL.search(text):
+    if (py := _PY_CALL.search(text)) is not None and text.find(")", py.end()) != -1:
         return "pythonic"
     return "hermes"

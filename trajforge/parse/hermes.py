@@ -17,13 +17,15 @@ import re
 from typing import NamedTuple
 
 from trajforge.parse.base import Dialect, ParseResult
-from trajforge.parse.scan import load_json, load_string_arguments, read_block
+from trajforge.parse.scan import (
+    DECODER, NEAR, Finder, call_error, decode_at, load_json, load_string_arguments, read_block, shared_repair,
+    string_end, truncated,
+)
 from trajforge.parse.validate import surely_valid_call, validate_call
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _NL_CLOSE = "\n" + CLOSE
-_DECODER = json.JSONDecoder()
 _json_ws = re.compile(r"[ \t\n\r]*").match
 
 
@@ -31,26 +33,30 @@ def _compact_tool(spec) -> str:
     return json.dumps(spec.openai(), separators=(", ", ": "), ensure_ascii=False)
 
 
+# A run of openers, a run of closers, a quote, or a run of anything else: brackets are counted in C.
+_BRACKETS = re.compile(r'[{\[]+|[}\]]+|"|[^"{}\[\]]+')
+
+
 def _balanced(text: str) -> bool:
     """True when braces/brackets close (ignoring those inside strings)."""
-    depth, in_str, esc = 0, False, False
-    for ch in text:
-        if in_str:
-            esc = (ch == "\\") and not esc
-            if ch == '"' and not esc:
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return depth <= 0 and not in_str
+    depth, pos = 0, 0
+    while (m := _BRACKETS.match(text, pos)) is not None:
+        token, pos = m.group(), m.end()
+        if token == '"':
+            end = string_end(text, pos, '"')
+            if end is None:
+                return False  # the text ends inside a string
+            pos = end
+        elif token[0] in "{[":
+            depth += len(token)
+        elif token[0] in "}]":
+            depth -= len(token)
+    return depth <= 0
 
 
 class HermesDialect(Dialect):
     name = "hermes"
+    markers = (OPEN, CLOSE, "<tool_response>", "</tool_response>", "<tools>", "</tools>")
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         tools = "\n".join(_compact_tool(t) for t in toolset.tools)
@@ -76,19 +82,17 @@ class HermesDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(f"<tool_response>\n{m.content}\n</tool_response>" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         if OPEN not in text:
-            return _new_result({"text": text.strip(), "errors": [CallError(
-                kind="no_call",
-                message=("No tool call found. Call a tool with <tool_call>{\"name\": ..., "
-                         "\"arguments\": {...}}</tool_call>."),
-            )]})
+            return _new_result({"text": text.strip(), "errors": [call_error("no_call", (
+                "No tool call found. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."))]})
         found = _Found([], [], [])
+        finder = None  # made when a block needs the tolerant path (most replies never do)
         pieces, pos = [], 0
         while (start := text.find(OPEN, pos)) != -1:
             pieces.append(text[pos:start])
             fast = _fast_block(text, start + len(OPEN))
-            if fast is not None:
+            if fast is not None and fast is not _UNREADABLE:
                 obj, pos = fast
                 call = surely_valid_call(obj.get("name"), obj.get("arguments"), toolset) \
                     if type(obj) is dict else None
@@ -97,7 +101,8 @@ class HermesDialect(Dialect):
                 else:  # anything else about it (string arguments, coercion, errors): the full path
                     self._accept(obj, [], toolset, found)
             else:  # anything but clean JSON between the tags: the tolerant path
-                block = read_block(text, start + len(OPEN), CLOSE, (OPEN,))
+                finder = finder or Finder(text)
+                block = read_block(finder, start + len(OPEN), CLOSE, (OPEN,), json_first=fast is None)
                 self._parse_block(block.body.strip(), block.closed, toolset, found)
                 pos = block.end
         pieces.append(text[pos:])
@@ -107,26 +112,24 @@ class HermesDialect(Dialect):
 
     def _parse_block(self, body: str, closed: bool, toolset: Toolset, found: "_Found") -> None:
         if not closed and not _balanced(body):
-            found.errors.append(CallError(
-                kind="truncated", message="The tool call was cut off before it was complete."))
+            found.errors.append(truncated())
             return
         repairs: list[Repair] = []
         if not closed:
-            repairs.append(Repair(kind="unclosed_tag", detail="missing </tool_call>"))
+            repairs.append(shared_repair("unclosed_tag", "missing </tool_call>"))
         self._accept(self._load(body, repairs), repairs, toolset, found)
 
     def _accept(self, obj, repairs: list[Repair], toolset: Toolset, found: "_Found") -> None:
         if not isinstance(obj, dict):
-            found.errors.append(CallError(
-                kind="malformed",
-                message='Tool call is not valid JSON. Use {"name": "...", "arguments": {...}}.'))
+            found.errors.append(call_error(
+                "malformed", 'Tool call is not valid JSON. Use {"name": "...", "arguments": {...}}.'))
             return
         args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
         if isinstance(args, str):  # OpenAI-style stringified arguments
             args = load_string_arguments(args, repairs)
             if args is None:
-                found.errors.append(CallError(kind="malformed", message=(
-                    'Tool call arguments are not JSON. Use {"name": "...", "arguments": {...}}.')))
+                found.errors.append(call_error(
+                    "malformed", 'Tool call arguments are not JSON. Use {"name": "...", "arguments": {...}}.'))
                 return
         call, error, arg_repairs = validate_call(obj.get("name"), args, toolset)
         if error:
@@ -152,13 +155,18 @@ class _Found(NamedTuple):
 _new_result = ParseResult.__pydantic_validator__.validate_python
 
 
-def _fast_block(text: str, at: int) -> tuple[object, int] | None:
+_UNREADABLE = "unreadable"
+"""``_fast_block``'s answer when the block opens with a ``{`` that does not decode."""
+
+
+def _fast_block(text: str, at: int) -> tuple[object, int] | str | None:
     """The common case in one pass: whitespace, one strict JSON object, whitespace, ``</tool_call>``.
 
     Decodes the object once, where ``read_block`` + ``json.loads`` would decode it twice; the
     outcome is the one the tolerant path gives for such a block. Returns the object and where the
-    text resumes, or None for any other shape. The rendered layout (one newline each side) is
-    checked first, without a regex.
+    text resumes; ``_UNREADABLE`` when the block's first ``{`` does not decode (the tolerant path
+    then need not try again); None for any other shape. The rendered layout (one newline each
+    side) is checked first, without a regex.
     """
     if text.startswith("\n{", at):
         at += 1
@@ -167,9 +175,9 @@ def _fast_block(text: str, at: int) -> tuple[object, int] | None:
         if not text.startswith("{", at):
             return None
     try:
-        obj, end = _DECODER.raw_decode(text, at)
-    except (json.JSONDecodeError, RecursionError):
-        return None
+        obj, end = DECODER.raw_decode(text, at) if at < NEAR else decode_at(text, at)
+    except (ValueError, RecursionError):  # damaged, too deep, or an integer past the digit limit
+        return _UNREADABLE
     if text.startswith(_NL_CLOSE, end):
         return obj, end + len(_NL_CLOSE)
     if not text.startswith(CLOSE, end):

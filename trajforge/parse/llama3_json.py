@@ -27,6 +27,7 @@ _SEPARATORS = re.compile(r"[\s;]*")
 
 class Llama3JSONDialect(Dialect):
     name = "llama3_json"
+    markers = (PYTHON_TAG,)
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         tools = "\n\n".join(json.dumps(t.openai(), indent=4, ensure_ascii=False) for t in toolset.tools)
@@ -48,7 +49,7 @@ class Llama3JSONDialect(Dialect):
         # Llama's ipython turn carries the raw output; several results go one per line.
         return "\n".join(m.content for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         tagged = PYTHON_TAG in text  # dropped from the text pieces only: a value may contain it
         pieces, pos, search_from, found = [], 0, 0, False

@@ -13,8 +13,9 @@ import json
 import re
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
-    add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, truncated,
+    add_call, join_text, load_string_arguments, malformed, no_call, read_json_at, shared_repair, truncated,
     with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
@@ -22,10 +23,13 @@ from trajforge.schema import Message, Repair, ToolCall, Toolset
 MARKER = "[TOOL_CALLS]"
 HINT = '[TOOL_CALLS][{"name": "function_name", "arguments": {"argument": "value"}}]'
 _NAMED = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\[CALL_ID\][^\[{]*)?(?:\[ARGS\])?\s*")
+_SPACE = re.compile(r"\s*")
+_TAGS = ("[ARGS]", "[CALL_ID]")
 
 
 class MistralDialect(Dialect):
     name = "mistral"
+    markers = (MARKER, "[ARGS]", "[CALL_ID]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         tools = json.dumps(toolset.openai(), ensure_ascii=False)
@@ -44,7 +48,7 @@ class MistralDialect(Dialect):
             "[TOOL_RESULTS]" + json.dumps({"name": m.name, "content": m.content}, ensure_ascii=False)
             + "[/TOOL_RESULTS]" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         if MARKER not in text:
             result.text = text.strip()
@@ -59,14 +63,17 @@ class MistralDialect(Dialect):
         return result
 
     def _read_calls(self, text: str, pos: int, toolset: Toolset, result: ParseResult) -> int:
-        """Read what follows one marker; returns where the surrounding text resumes."""
-        rest = text[pos:].lstrip()
-        at = len(text) - len(rest)
-        if not rest:
+        """Read what follows one marker; returns where the surrounding text resumes.
+
+        Positions only, never ``text[pos:]``: copying the rest of the text at every marker made a
+        reply of many markers quadratic.
+        """
+        at = _SPACE.match(text, pos).end()
+        if at == len(text):
             result.errors.append(truncated())
             return len(text)
         repairs: list[Repair] = []
-        if rest[0] in "[{":
+        if text[at] in "[{":
             span = read_json_at(text, at, repairs)
             if span.truncated:
                 self._salvage(text, at, toolset, result)
@@ -74,7 +81,7 @@ class MistralDialect(Dialect):
             items = span.value
             if isinstance(items, dict):
                 items = [items]
-                repairs.append(Repair(kind="single_object", detail="call object not wrapped in a list"))
+                repairs.append(shared_repair("single_object", "call object not wrapped in a list"))
             if not isinstance(items, list) or not items:
                 result.errors.append(malformed(HINT, "Tool calls are not a JSON list"))
                 return span.end
@@ -85,12 +92,12 @@ class MistralDialect(Dialect):
         if named is None:
             result.errors.append(malformed(HINT, "[TOOL_CALLS] is not followed by calls"))
             return at
-        tail = text[named.end():]
-        if not tail or any(tag.startswith(tail) for tag in ("[ARGS]", "[CALL_ID]")):
+        tail = text[named.end():] if len(text) - named.end() <= max(map(len, _TAGS)) else None
+        if tail is not None and (not tail or any(tag.startswith(tail) for tag in _TAGS)):
             result.errors.append(truncated())
             return len(text)
         if text[named.end()] != "{":
-            result.errors.append(malformed(HINT, f"No JSON arguments after {named.group(1)!r}"))
+            result.errors.append(malformed(HINT, f"No JSON arguments after {clip(named.group(1))!r}"))
             return at  # what followed the marker stays visible as text
         span = read_json_at(text, named.end(), repairs)
         if span.truncated:

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
     add_call, join_text, malformed, match_close, no_call, truncated, with_instructions,
 )
@@ -53,6 +54,17 @@ def _jsonable(value: Any, repairs: list[Repair], where: str) -> Any:
     return value
 
 
+def _dotted(node: ast.expr) -> str:
+    """``a.b.c`` of a call's function, walked in a loop: ``ast.unparse`` recurses once per dot and
+    a model can write thousands of them."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(node.id if isinstance(node, ast.Name) else "?")
+    return ".".join(reversed(parts))
+
+
 class PythonicDialect(Dialect):
     name = "pythonic"
 
@@ -79,7 +91,7 @@ class PythonicDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(m.content for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         pieces, pos, found = [], 0, False
         while (m := _START.search(text, pos)) is not None:
@@ -122,13 +134,13 @@ class PythonicDialect(Dialect):
             if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
                 result.errors.append(malformed(HINT, "Each list item must be a function call"))
                 continue
-            name = ast.unparse(node.func)
+            name = _dotted(node.func)
             if node.args or any(k.arg is None for k in node.keywords):
-                result.errors.append(malformed(HINT, f"{name}: pass every argument by keyword"))
+                result.errors.append(malformed(HINT, f"{clip(name)}: pass every argument by keyword"))
                 continue
             repairs: list[Repair] = []
             try:
-                args = {k.arg: _literal(k.value, repairs, f"{name}.{k.arg}") for k in node.keywords}
+                args = {k.arg: _literal(k.value, repairs, clip(f"{name}.{k.arg}")) for k in node.keywords}
             except _NotLiteral as e:
                 result.errors.append(malformed(HINT, f"{e}; use literal values only"))
                 continue

@@ -19,16 +19,20 @@ import re
 from typing import Any
 
 from trajforge.parse.base import Dialect, ParseResult
+from trajforge.parse.limits import clip
 from trajforge.parse.scan import (
-    add_call, compact_tools, join_text, load_json, malformed, no_call, truncated, with_instructions,
+    add_call, compact_tools, join_text, load_json, malformed, no_call, shared_repair, truncated,
+    with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
 HINT = "<tool_call>\n<function=NAME>\n<parameter=ARG>\nvalue\n</parameter>\n</function>\n</tool_call>"
 _BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|(?=<tool_call>)|\Z)", re.S)
 _BARE = re.compile(r"<function=.*?(</function>|(?=<function=)|\Z)", re.S)
-_FUNC = re.compile(r"<function=([^>\n]*)>(.*?)(</function>|\Z)", re.S)
-_PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(</parameter>|(?=<parameter=)|\Z)", re.S)
+# A name stops at '<' too: otherwise each of many "<function=" without '>' scans to the end of the
+# line, which is quadratic on a long line of them.
+_FUNC = re.compile(r"<function=([^>\n<]*)>(.*?)(</function>|\Z)", re.S)
+_PARAM = re.compile(r"<parameter=([^>\n<]*)>(.*?)(</parameter>|(?=<parameter=)|\Z)", re.S)
 
 
 def _types(schema: dict[str, Any]) -> set[str]:
@@ -44,12 +48,14 @@ def convert_value(raw: str, schema: dict[str, Any]) -> tuple[Any, Repair | None]
     text = raw.strip()
     try:
         return json.loads(text), None
-    except json.JSONDecodeError:
+    except RecursionError:
+        return raw, None  # nested too deep to read: left as text, validation rejects it
+    except ValueError:  # JSONDecodeError, or an integer past the int-string limit
         pass
     try:
         value = ast.literal_eval(text)  # literals only: True, None, 'single quoted'
         return value, Repair(kind="python_literal", detail=text[:80])
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     repairs: list[Repair] = []
     value = load_json(text, repairs)
@@ -72,6 +78,7 @@ def _render_value(value: Any) -> str:
 
 class Qwen3XMLDialect(Dialect):
     name = "qwen3_xml"
+    markers = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>")
 
     def system_prompt(self, toolset: Toolset, instructions: str = "") -> str:
         return with_instructions(instructions, (
@@ -97,7 +104,7 @@ class Qwen3XMLDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(f"<tool_response>\n{m.content}\n</tool_response>" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         if "<tool_call>" in text:
             blocks = [(m.group(1), bool(m.group(2)), not m.group(2) and m.end() == len(text), m.span())
@@ -106,7 +113,7 @@ class Qwen3XMLDialect(Dialect):
         elif "<function=" in text:  # Qwen3-Coder sometimes drops the wrapper
             blocks = [(m.group(0), True, not m.group(1) and m.end() == len(text), m.span())
                       for m in _BARE.finditer(text)]
-            wrapper_repair = Repair(kind="missing_tag", detail="<function=...> without <tool_call>")
+            wrapper_repair = shared_repair("missing_tag", "<function=...> without <tool_call>")
         else:
             result.text = text.strip()
             result.errors.append(no_call(HINT))
@@ -134,18 +141,18 @@ class Qwen3XMLDialect(Dialect):
             if at_end:
                 result.errors.append(truncated())
                 return
-            repairs.append(Repair(kind="unclosed_tag", detail="missing </function>"))
+            repairs.append(shared_repair("unclosed_tag", "missing </function>"))
         if not closed:
-            repairs.append(Repair(kind="unclosed_tag", detail="missing </tool_call>"))
+            repairs.append(shared_repair("unclosed_tag", "missing </tool_call>"))
         spec = toolset.get(func.group(1).strip())
         props = spec.parameters.get("properties", {}) if spec else {}
         arguments: dict[str, Any] = {}
         for p in _PARAM.finditer(func.group(2)):
             key = p.group(1).strip()
             if not p.group(3):
-                repairs.append(Repair(kind="unclosed_tag", detail=f"missing </parameter> after {key}"))
+                repairs.append(shared_repair("unclosed_tag", f"missing </parameter> after {clip(key)}"))
             value, repair = convert_value(_strip_one_newline(p.group(2)), props.get(key, {"type": "string"}))
             if repair:
-                repairs.append(repair.model_copy(update={"detail": f"{key}: {repair.detail}"}))
+                repairs.append(repair.model_copy(update={"detail": f"{clip(key)}: {repair.detail}"}))
             arguments[key] = value
         add_call(result, func.group(1).strip(), arguments, toolset, repairs)

@@ -15,13 +15,19 @@ import re
 
 from trajforge.parse.base import Dialect, ParseResult
 from trajforge.parse.scan import (
-    add_call, compact_tools, join_text, malformed, no_call, read_json_at, truncated, with_instructions,
+    add_call, compact_tools, join_text, malformed, no_call, read_json_at, shared_repair, truncated,
+    with_instructions,
 )
 from trajforge.schema import Message, Repair, ToolCall, Toolset
 
 HINT = 'Action: NAME\\nAction Input: {"argument": "value"}'
-_ACTION = re.compile(r"^[ \t]*Action:[ \t]*(.*?)[ \t]*$", re.M)
+# The name is the rest of the line, stripped in Python: a lazy ``(.*?)[ \t]*$`` rescans every
+# run of spaces at each step, which is quadratic on a long line of them.
+_ACTION = re.compile(r"^[ \t]*Action:(.*)$", re.M)
 _INPUT = re.compile(r"\s*Action Input:\s*(?:```(?:json)?\s*)?")
+_SPACE = re.compile(r"\s*")
+_FENCE = re.compile(r"\s*```")
+_INPUT_LABEL = "Action Input:"
 _THOUGHT = re.compile(r"^[ \t]*Thought:[ \t]*", re.M)
 
 
@@ -47,25 +53,32 @@ class ReActDialect(Dialect):
     def render_tool_results(self, results: list[Message]) -> str:
         return "\n".join(f"Observation: {m.content}" for m in results)
 
-    def parse(self, text: str, toolset: Toolset) -> ParseResult:
+    def _parse(self, text: str, toolset: Toolset) -> ParseResult:
         result = ParseResult()
         pieces, pos, found = [], 0, False
+        content_end = len(text.rstrip())
         while (m := _ACTION.search(text, pos)) is not None:
             found = True
             pieces.append(text[pos:m.start()])
-            pos = self._read_action(text, m, toolset, result)
+            pos = self._read_action(text, m, content_end, toolset, result)
         pieces.append(text[pos:])
         result.text = join_text([_THOUGHT.sub("", p) for p in pieces])
         if not found:
             result.errors.append(no_call(HINT))
         return result
 
-    def _read_action(self, text: str, action: re.Match, toolset: Toolset, result: ParseResult) -> int:
-        """Read one Action block; returns where the surrounding text resumes."""
-        name = action.group(1).strip("`'\" ")
+    def _read_action(self, text: str, action: re.Match, content_end: int, toolset: Toolset,
+                     result: ParseResult) -> int:
+        """Read one Action block; returns where the surrounding text resumes. ``content_end``: where
+        the text ends without its trailing whitespace."""
+        name = action.group(1).strip(" \t").strip("`'\" ")
         inp = _INPUT.match(text, action.end())
         if inp is None:
-            cut = "Action Input:".startswith(text[action.end():].strip())  # text ended before the input
+            # Cut off before the input: all that is left is the start of the label. Measured by
+            # positions, so many Actions without input do not copy the rest of the text each.
+            left = _SPACE.match(text, action.end()).end()
+            cut = left >= content_end or (content_end - left <= len(_INPUT_LABEL)
+                                          and _INPUT_LABEL.startswith(text[left:content_end]))
             result.errors.append(truncated() if cut else malformed(HINT, "Action without Action Input"))
             return len(text) if cut else action.end()
         at = inp.end()
@@ -85,7 +98,7 @@ class ReActDialect(Dialect):
             result.errors.append(malformed(HINT, "Action Input is not a JSON object"))
         else:
             add_call(result, name, span.value, toolset, repairs)
-        fence = re.compile(r"\s*```").match(text, span.end)
+        fence = _FENCE.match(text, span.end)
         return fence.end() if fence else span.end
 
     @staticmethod
@@ -95,7 +108,7 @@ class ReActDialect(Dialect):
         if spec is not None and len(props) == 1 and next(iter(props.values())).get("type") == "string":
             key = next(iter(props))
             add_call(result, name, {key: value}, toolset,
-                     [Repair(kind="bare_input", detail=f"{name}: plain text taken as {key!r}")])
+                     [shared_repair("bare_input", f"{name}: plain text taken as {key!r}")])
             return
         if spec is None:
             add_call(result, name, {}, toolset, [])  # unknown_tool, with the closest-name hint

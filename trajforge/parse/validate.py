@@ -7,15 +7,21 @@ never dispatched with guessed or defaulted arguments.
 Arguments that already fit the schema skip both steps: a checker compiled once per tool (kept in
 the toolset's name index) accepts the common case in about a microsecond and answers "unsure" for
 anything outside the simple subset tool schemas use, which then goes through jsonschema as before.
+The checker also says "unsure" for anything that might not be storable JSON (a lone surrogate, a
+non-finite float, deep nesting: see ``limits``); the slow path then settles the arguments first,
+repairing strings (recorded) or rejecting the call as ``invalid_args``.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable, NamedTuple
+import itertools
+import math
+from typing import Any, Callable
 
 import jsonschema
 
+from trajforge.parse.limits import INT_BITS, clean_text, settle, short, storable
 from trajforge.schema import CallError, Repair, ToolCall, ToolSpec, Toolset
 
 _Check = Callable[[Any], bool]
@@ -28,9 +34,12 @@ def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
         text = value.strip()
         try:
             if kind == "integer" and text.lstrip("-").isdigit():
-                return int(text), True
+                return int(text), True  # past the int-string limit: ValueError, left as it is
             if kind == "number":
-                return float(text), True
+                number = float(text)
+                # "nan", "inf" and "1e999" read as floats JSON cannot hold: left as text, so the
+                # call fails validation rather than storing a non-finite number.
+                return (number, True) if math.isfinite(number) else (value, False)
         except ValueError:
             return value, False
         if kind == "boolean" and text.lower() in ("true", "false"):
@@ -44,15 +53,25 @@ def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
 
 
 def closest_tool(name: str, toolset: Toolset) -> str | None:
-    match = difflib.get_close_matches(name, toolset.names, n=1, cutoff=0.5)
+    # A tool name is short: a model-written megabyte is cut before difflib compares it.
+    match = difflib.get_close_matches(name[:200], toolset.names, n=1, cutoff=0.5)
     return match[0] if match else None
 
 
-class _Entry(NamedTuple):
-    """One tool of an indexed toolset: its spec and the compiled "surely valid" checker."""
+class _Entry:
+    """One tool of an indexed toolset: its spec, the compiled "surely valid" checker, and its
+    jsonschema validator, built the first time a call to the tool fails the checker."""
 
-    spec: ToolSpec
-    check: _Check
+    __slots__ = ("spec", "check", "_validator")
+
+    def __init__(self, spec: ToolSpec, check: _Check):
+        self.spec, self.check, self._validator = spec, check, None
+
+    @property
+    def validator(self) -> jsonschema.Draft202012Validator:
+        if self._validator is None:
+            self._validator = jsonschema.Draft202012Validator(self.spec.parameters)
+        return self._validator
 
 
 _TOOLS: dict[int, tuple[Toolset, dict[str, _Entry]]] = {}
@@ -101,8 +120,8 @@ def validate_call(
         extra = f" Did you mean {hint!r}?" if hint else ""
         return None, CallError(
             kind="unknown_tool",
-            message=f"Unknown tool {name!r}.{extra} Available tools: {', '.join(toolset.names)}.",
-            tool=name,
+            message=f"Unknown tool {short(name)}.{extra} Available tools: {', '.join(toolset.names)}.",
+            tool=clean_text(name[:200]),
         ), repairs
     if arguments is None:
         arguments = {}
@@ -112,6 +131,12 @@ def validate_call(
         ), repairs
     if entry.check(arguments):  # the common case: no coercion, no validator built
         return _new_call({"name": name, "arguments": arguments}), None, repairs
+    settled = settle(arguments)  # before anything reads the values: storable JSON, or an error
+    if settled.problem:
+        return None, CallError(kind="invalid_args", message=f"{name}: {settled.problem}.", tool=name), repairs
+    if settled.repaired:
+        arguments = settled.value
+        repairs.append(Repair(kind="lone_surrogate", detail=f"{name}: lone surrogates replaced by U+FFFD"))
     spec = entry.spec
     props = spec.parameters.get("properties", {})
     fixed = dict(arguments)
@@ -120,10 +145,10 @@ def validate_call(
             new, changed = _coerce(value, props[key])
             if changed:
                 fixed[key] = new
-                repairs.append(Repair(kind="coerce_type", detail=f"{name}.{key}: {value!r} -> {new!r}"))
+                repairs.append(Repair(kind="coerce_type", detail=f"{name}.{key}: {short(value)} -> {short(new)}"))
     if entry.check(fixed):
         return _new_call({"name": name, "arguments": fixed}), None, repairs
-    error = _schema_error(name, fixed, spec.parameters)
+    error = _schema_error(name, fixed, entry)
     if error:
         return None, CallError(kind="invalid_args", message=error, tool=name), repairs
     return _new_call({"name": name, "arguments": fixed}), None, repairs
@@ -138,10 +163,6 @@ _TYPES: dict[str, tuple[type, ...]] = {  # exact Python types; anything else is 
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _always(value: Any) -> bool:
-    return True
-
-
 def _never(value: Any) -> bool:
     return False
 
@@ -152,9 +173,10 @@ def _compile(schema: Any) -> _Check:
     Covers the subset ``ToolSpec.from_function`` writes (type, enum, properties, required,
     additionalProperties, items, annotations); any other keyword compiles to "unsure" (False), as
     does every doubtful value (1.0 for an integer, a str subclass), so jsonschema keeps the last word.
+    A value the schema leaves open (no type, a bare array or object) must also be ``storable``.
     """
     if schema is True:
-        return _always
+        return storable
     if not isinstance(schema, dict) or not schema.keys() <= _SIMPLE:
         return _never
     kind = schema.get("type")
@@ -179,10 +201,19 @@ def _compile(schema: Any) -> _Check:
 
     if options is None and items is None and not objects:  # a scalar parameter: one type test
         if types is None:
-            return _always
+            return storable
 
         def type_test(value: Any) -> bool:
-            return type(value) in types
+            t = type(value)
+            if t not in types:
+                return False
+            if t is str:  # ASCII text is storable as it is; only other text is looked at
+                return value.isascii() or storable(value)
+            if t is float:
+                return value - value == 0.0  # finite
+            if t is int:
+                return value.bit_length() <= INT_BITS
+            return t is bool or value is None or storable(value)
 
         type_test.types = types  # type: ignore[attr-defined]  # lets an object check inline it
         return type_test
@@ -208,10 +239,29 @@ def _compile(schema: Any) -> _Check:
             for k, v in value.items():
                 kinds = inline.get(k)
                 if kinds is None:
-                    if not prop_checks.get(k, extra_check)(v):
+                    named = prop_checks.get(k)
+                    if named is None:  # a key the schema does not name: it must be storable text too
+                        if type(k) is not str or not (k.isascii() or storable(k)) or not extra_check(v):
+                            return False
+                    elif not named(v):
                         return False
-                elif type(v) not in kinds:
-                    return False
+                else:  # the checks of type_test, inline (a named key is the schema's own clean text)
+                    tv = type(v)
+                    if tv not in kinds:
+                        return False
+                    if tv is str:
+                        if not v.isascii() and not storable(v):
+                            return False
+                    elif tv is float:
+                        if v - v != 0.0:
+                            return False
+                    elif tv is int:
+                        if v.bit_length() > INT_BITS:
+                            return False
+                    elif tv is not bool and v is not None and not storable(v):
+                        return False
+        else:  # a scalar, or a container the schema does not describe
+            return storable(value)
         return True
 
     return check
@@ -222,23 +272,29 @@ def _checker(schema: dict[str, Any]) -> _Check:
     return _compile(schema)
 
 
-def _schema_error(name: str, arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    """A short model-facing message for the first schema violation, or None."""
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: (len(e.path), e.message))
+def _schema_error(name: str, arguments: dict[str, Any], entry: _Entry) -> str | None:
+    """A short model-facing message for the first schema violation, or None.
+
+    At most the first 64 violations are looked at: a list of 100,000 wrong items would otherwise
+    build 100,000 messages (each with the offending value's repr) to report one.
+    """
+    schema = entry.spec.parameters
+    errors = sorted(itertools.islice(entry.validator.iter_errors(arguments), 64),
+                    key=lambda e: (len(e.path), e.message))
     if not errors:
         return None
     err = errors[0]
-    where = ".".join(str(p) for p in err.path)
+    where = clean_text(".".join(str(p) for p in err.path)[:200])
     if err.validator == "required":
         missing = [r for r in schema.get("required", []) if r not in arguments]
         return f"{name}: missing required argument {missing[0]!r}."
     if err.validator == "additionalProperties":
         extra = sorted(set(arguments) - set(schema.get("properties", {})))
         allowed = ", ".join(schema.get("properties", {})) or "none"
-        return f"{name}: unexpected argument {extra[0]!r} (allowed: {allowed})."
+        return f"{name}: unexpected argument {short(extra[0])} (allowed: {allowed})."
     if err.validator == "enum":
         return f"{name}: {where} must be one of {err.validator_value}."
     if err.validator == "type":
         return f"{name}: {where} must be of type {err.validator_value}, got {type(err.instance).__name__}."
-    return f"{name}: {where or 'arguments'}: {err.message}"
+    message = err.message if len(err.message) <= 300 else err.message[:300] + "…"
+    return f"{name}: {where or 'arguments'}: {clean_text(message)}"
