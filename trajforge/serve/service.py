@@ -304,14 +304,18 @@ def _toolset(req: ChatRequest) -> Toolset | None:
 
 def _prompt_text(tokenizer, dialect: Dialect, messages: list[Message], toolset: Toolset | None) -> str:
     """With tools: ``Dialect.chat_text``, the renderer the hf policy and SFT use. Without: the
-    system turns stay as written (no empty tool block) and the rest is rendered by the dialect."""
+    system turns stay as written (no empty tool block) and the rest is rendered by the dialect.
+    Either way control-token strings inside user, tool and assistant text are escaped, so a message
+    cannot forge a turn."""
     if toolset is not None:
         return dialect.chat_text(tokenizer, messages, toolset)
     lead = 0
     while lead < len(messages) and messages[lead].role == "system":
         lead += 1
+    # System turns are the caller's own (a text dialect's client puts its tool block there, markers
+    # and all), so they stay as written; user, tool and assistant text is escaped as chat_text does.
     chat = [{"role": "system", "content": m.content} for m in messages[:lead]]
-    chat += dialect.to_chat(messages[lead:], Toolset(tools=()))
+    chat += dialect.to_chat(messages[lead:], Toolset(tools=()), tokenizer)
     return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
 
 

@@ -173,7 +173,7 @@ class SequenceBuilder:
             ids += delta
             mask += [0] * len(delta)
             step = steps[turn] if turn < len(steps) else None
-            text = msg.raw if msg.raw is not None else dialect.render_assistant(msg.content, msg.tool_calls)
+            text = dialect.assistant_text(msg, tok)  # as later prompts show it (control tokens escaped)
             if step is not None and step.completion_ids and self._own_completion(step.completion_ids, text):
                 completion = _with_eos(list(step.completion_ids), eos)  # sampled tokens, never re-tokenized
             else:
