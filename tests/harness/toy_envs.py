@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Literal
 
 from trajforge.envs import Environment, ToolError, Verdict, make_env
 from trajforge.schema import Task, ToolCall
@@ -75,3 +76,63 @@ def faulty_task(i: int, *calls: str) -> Task:
 def factory(task: Task) -> Environment:
     """Faulty tasks get ``FaultyEnv``; the rest their registered environment."""
     return FaultyEnv() if task.env == "faulty" else make_env(task.env, seed=task.seed)
+
+
+class TypedEnv(Environment):
+    """A cheap environment whose tools take every JSON parameter type (string, integer, number,
+    boolean, array, object, enum), so hostile arguments meet the argument checker on each; the
+    tools only summarise what they received. Registered as ``typed`` by the tests that use it."""
+
+    name = "typed"
+    tool_names = ("echo", "configure", "submit_answer")
+    final_tool = "submit_answer"
+    state_fields = ("answer",)
+
+    def reset(self, task: Task) -> str:
+        self.answer = None
+        return super().reset(task)
+
+    def echo(self, text: str, times: int = 1) -> str:
+        """Repeat a text.
+
+        Args:
+            text: what to repeat
+            times: how often (at most 3 are shown)
+        """
+        return text[:200] * max(0, min(times, 3))
+
+    def configure(self, ratio: float, flag: bool, tags: list[str], spec: dict,
+                  mode: Literal["fast", "exact"] = "fast") -> str:
+        """Set options.
+
+        Args:
+            ratio: a number
+            flag: a switch
+            tags: labels
+            spec: free-form settings
+            mode: fast or exact
+        """
+        self.reach("configured")
+        return f"ratio={ratio} flag={flag} tags={len(tags)} keys={len(spec)} mode={mode}"
+
+    def submit_answer(self, answer: str) -> str:
+        """Submit the final answer.
+
+        Args:
+            answer: the answer
+        """
+        self.answer = answer
+        return "submitted"
+
+    def verify(self) -> Verdict:
+        expected = self.task.expected if self.task else None
+        return Verdict(submitted=self.answer is not None, answer=self.answer,
+                       correct=self.answer == expected)
+
+
+def typed_task(i: int) -> Task:
+    """A task on ``TypedEnv`` whose reference configures, then submits ``"ok"``."""
+    ref = (ToolCall(name="configure", arguments={"ratio": 0.5, "flag": True, "tags": ["a"], "spec": {}}),
+           ToolCall(name="submit_answer", arguments={"answer": "ok"}))
+    return Task(id=f"typed-{i}", env="typed", prompt=f"Task {i}: configure, then answer ok.", tier="easy",
+                split="heldout", template="typed", reference=ref, expected="ok")
