@@ -1,4 +1,5 @@
-"""Test-only environments for harness fault tests: a tool that hangs, a tool or a start that fails.
+"""Test-only environments for harness fault tests: a tool that hangs, a tool or a start that fails,
+an environment that breaks at a named stage, one whose tools take every parameter type.
 
 They are handed to executors through ``env_factory`` (the built-in registry stays untouched).
 Each task's reference is what ``tests.openai_server`` replays, so the "model" calls these tools.
@@ -74,8 +75,11 @@ def faulty_task(i: int, *calls: str) -> Task:
 
 
 def factory(task: Task) -> Environment:
-    """Faulty tasks get ``FaultyEnv``; the rest their registered environment."""
-    return FaultyEnv() if task.env == "faulty" else make_env(task.env, seed=task.seed)
+    """Faulty and breakable tasks get ``FaultyEnv`` and ``BreakableEnv``; the rest their registered
+    environment."""
+    if task.env in TOYS:
+        return TOYS[task.env]()
+    return make_env(task.env, seed=task.seed)
 
 
 class TypedEnv(Environment):
@@ -136,3 +140,75 @@ def typed_task(i: int) -> Task:
            ToolCall(name="submit_answer", arguments={"answer": "ok"}))
     return Task(id=f"typed-{i}", env="typed", prompt=f"Task {i}: configure, then answer ok.", tier="easy",
                 split="heldout", template="typed", reference=ref, expected="ok")
+
+
+class BreakableEnv(Environment):
+    """An environment that breaks at one stage, named by its task's ``expected`` answer (see
+    ``broken_task``): ``reset``, ``execute`` (an exception escapes ``execute`` itself, past the
+    dispatch), ``execute_type`` (``execute`` returns a str), ``verify``, ``verify_type``
+    (``verify`` returns a number), ``close``, ``snapshot`` (every snapshot raises),
+    ``snapshot_later`` (snapshots after the first raise), ``restore``; ``none`` breaks nothing."""
+
+    name = "breakable"
+    tool_names = ("poke", "submit_answer")
+    final_tool = "submit_answer"
+    state_fields = ("answer",)
+
+    def reset(self, task: Task) -> str:
+        self.stage, self.answer, self.snapshots = task.expected, None, 0
+        if self.stage == "reset":
+            raise ConnectionError("backend did not come up")
+        return super().reset(task)
+
+    def poke(self) -> str:
+        """Touch the backend."""
+        return "poked"
+
+    def submit_answer(self, answer: str) -> str:
+        """Submit the final answer.
+
+        Args:
+            answer: the answer
+        """
+        self.answer = answer
+        return "submitted"
+
+    def execute(self, call: ToolCall):
+        if self.stage == "execute":
+            raise RuntimeError("dispatch itself crashed")
+        if self.stage == "execute_type":
+            return "not a ToolResult"
+        return super().execute(call)
+
+    def verify(self):
+        if self.stage == "verify":
+            raise RuntimeError("verifier crashed")
+        if self.stage == "verify_type":
+            return 42
+        return Verdict(submitted=self.answer is not None, answer=self.answer, correct=self.answer == self.stage)
+
+    def close(self) -> None:
+        if self.stage == "close":
+            raise OSError("could not release the backend")
+
+    def snapshot(self):
+        self.snapshots += 1
+        if self.stage == "snapshot" or (self.stage == "snapshot_later" and self.snapshots > 1):
+            raise MemoryError("snapshot too large")
+        return super().snapshot()
+
+    def restore(self, snap) -> None:
+        if self.stage == "restore":
+            raise RuntimeError("restore failed half way")
+        super().restore(snap)
+
+
+def broken_task(stage: str, i: int = 0) -> Task:
+    """A ``BreakableEnv`` task that breaks at ``stage``; solved by poking, then submitting ``stage``."""
+    ref = (ToolCall(name="poke"), ToolCall(name="submit_answer", arguments={"answer": stage}))
+    return Task(id=f"break-{stage}-{i}", env="breakable", prompt=f"Poke, then answer {stage}.", tier="easy",
+                split="train", template="breakable", reference=ref, expected=stage)
+
+
+TOYS: dict[str, type[Environment]] = {"faulty": FaultyEnv, "breakable": BreakableEnv}
+"""The toy environments ``factory`` builds (executors get them without the registry)."""
