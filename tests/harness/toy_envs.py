@@ -14,13 +14,38 @@ from typing import Literal
 from trajforge.envs import Environment, ToolError, Verdict, make_env
 from trajforge.schema import Task, ToolCall
 
-class FaultyEnv(Environment):
+class AnswerEnv(Environment):
+    """Base of the toy environments that end with ``submit_answer``: correct when the answer is the
+    task's expected one."""
+
+    final_tool = "submit_answer"
+    state_fields = ("answer",)
+
+    def reset(self, task: Task) -> str:
+        self.answer = None
+        return super().reset(task)
+
+    def submit_answer(self, answer: str) -> str:
+        """Submit the final answer.
+
+        Args:
+            answer: the answer
+        """
+        self.answer = answer
+        return "submitted"
+
+    def verify(self) -> Verdict:
+        expected = self.task.expected if self.task else None
+        return Verdict(submitted=self.answer is not None, answer=self.answer,
+                       correct=self.answer == expected)
+
+
+class FaultyEnv(AnswerEnv):
     """``wait`` hangs forever, ``flaky`` crashes on its first ``crashes`` calls, ``submit_answer``
     ends the episode. Class counters are per process (tests reset them)."""
 
     name = "faulty"
     tool_names = ("wait", "flaky", "pid", "submit_answer")
-    final_tool = "submit_answer"
     crashes = 0
     """How many ``flaky`` calls still crash (shared by all instances)."""
     failing_starts = 0
@@ -30,7 +55,6 @@ class FaultyEnv(Environment):
         if FaultyEnv.failing_starts > 0:
             FaultyEnv.failing_starts -= 1
             raise ConnectionError("sandbox did not come up")
-        self.answer = None
         return super().reset(task)
 
     def wait(self) -> str:
@@ -57,13 +81,7 @@ class FaultyEnv(Environment):
         """
         if not answer:
             raise ToolError("empty answer", kind="empty_answer")
-        self.answer = answer
-        return "submitted"
-
-    def verify(self) -> Verdict:
-        expected = self.task.expected if self.task else None
-        return Verdict(submitted=self.answer is not None, answer=self.answer,
-                       correct=self.answer == expected)
+        return super().submit_answer(answer)
 
 
 def faulty_task(i: int, *calls: str) -> Task:
@@ -82,19 +100,13 @@ def factory(task: Task) -> Environment:
     return make_env(task.env, seed=task.seed)
 
 
-class TypedEnv(Environment):
+class TypedEnv(AnswerEnv):
     """A cheap environment whose tools take every JSON parameter type (string, integer, number,
     boolean, array, object, enum), so hostile arguments meet the argument checker on each; the
     tools only summarise what they received. Registered as ``typed`` by the tests that use it."""
 
     name = "typed"
     tool_names = ("echo", "configure", "submit_answer")
-    final_tool = "submit_answer"
-    state_fields = ("answer",)
-
-    def reset(self, task: Task) -> str:
-        self.answer = None
-        return super().reset(task)
 
     def echo(self, text: str, times: int = 1) -> str:
         """Repeat a text.
@@ -119,20 +131,6 @@ class TypedEnv(Environment):
         self.reach("configured")
         return f"ratio={ratio} flag={flag} tags={len(tags)} keys={len(spec)} mode={mode}"
 
-    def submit_answer(self, answer: str) -> str:
-        """Submit the final answer.
-
-        Args:
-            answer: the answer
-        """
-        self.answer = answer
-        return "submitted"
-
-    def verify(self) -> Verdict:
-        expected = self.task.expected if self.task else None
-        return Verdict(submitted=self.answer is not None, answer=self.answer,
-                       correct=self.answer == expected)
-
 
 def typed_task(i: int) -> Task:
     """A task on ``TypedEnv`` whose reference configures, then submits ``"ok"``."""
@@ -142,7 +140,7 @@ def typed_task(i: int) -> Task:
                 split="heldout", template="typed", reference=ref, expected="ok")
 
 
-class BreakableEnv(Environment):
+class BreakableEnv(AnswerEnv):
     """An environment that breaks at one stage, named by its task's ``expected`` answer (see
     ``broken_task``): ``reset``, ``execute`` (an exception escapes ``execute`` itself, past the
     dispatch), ``execute_type`` (``execute`` returns a str), ``verify``, ``verify_type``
@@ -151,11 +149,9 @@ class BreakableEnv(Environment):
 
     name = "breakable"
     tool_names = ("poke", "submit_answer")
-    final_tool = "submit_answer"
-    state_fields = ("answer",)
 
     def reset(self, task: Task) -> str:
-        self.stage, self.answer, self.snapshots = task.expected, None, 0
+        self.stage, self.snapshots = task.expected, 0
         if self.stage == "reset":
             raise ConnectionError("backend did not come up")
         return super().reset(task)
@@ -163,15 +159,6 @@ class BreakableEnv(Environment):
     def poke(self) -> str:
         """Touch the backend."""
         return "poked"
-
-    def submit_answer(self, answer: str) -> str:
-        """Submit the final answer.
-
-        Args:
-            answer: the answer
-        """
-        self.answer = answer
-        return "submitted"
 
     def execute(self, call: ToolCall):
         if self.stage == "execute":
@@ -185,7 +172,7 @@ class BreakableEnv(Environment):
             raise RuntimeError("verifier crashed")
         if self.stage == "verify_type":
             return 42
-        return Verdict(submitted=self.answer is not None, answer=self.answer, correct=self.answer == self.stage)
+        return super().verify()
 
     def close(self) -> None:
         if self.stage == "close":
