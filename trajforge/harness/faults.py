@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from trajforge.parse.limits import as_text
 from trajforge.policies.base import Generation
 from trajforge.schema import Fault
@@ -43,6 +45,8 @@ NOTES = frozenset({RECORD_DEGRADED, GRADE_ERROR})
 
 _MESSAGE_CHARS = 500
 _TOKEN_ID_LIMIT = 2 ** 63
+_IDS = TypeAdapter(list[int] | None)
+_LOGPROBS = TypeAdapter(list[float] | None)
 
 
 def describe(error: BaseException) -> str:
@@ -69,25 +73,28 @@ class BadGeneration(TypeError):
     """A policy returned something that is not a usable ``Generation`` (infrastructure)."""
 
 
-def _ids(value: Any, what: str) -> None:
-    if value is None:
-        return
-    if type(value) is not list or not all(type(i) is int and 0 <= i < _TOKEN_ID_LIMIT for i in value):
-        raise BadGeneration(f"{what} must be a list of token ids, got {type(value).__name__}")
+def _field(adapter: TypeAdapter, value: Any, what: str) -> Any:
+    """``value`` as the step's field of that type would read it; BadGeneration if it cannot."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError:
+        raise BadGeneration(f"{what} is not what a step stores (got a {type(value).__name__})") from None
 
 
 def checked(gen: Any) -> Generation:
-    """``gen`` if it is a ``Generation`` whose backend fields have their declared types; else
-    ``BadGeneration``. The text and the native calls are the model's and any value goes (the
-    parser reads them); token ids, log-probs and the finish reason are the backend's."""
+    """``gen`` if it is a ``Generation`` whose backend fields the step and the store can hold;
+    else ``BadGeneration``. The text and the native calls are the model's and any value goes (the
+    parser reads them); token ids (integers in [0, 2**63)), log-probs (finite numbers) and the
+    finish reason (a string) are the backend's."""
     if not isinstance(gen, Generation):
         raise BadGeneration(f"the policy returned a {type(gen).__name__}, not a Generation")
-    _ids(gen.prompt_ids, "prompt_ids")
-    _ids(gen.completion_ids, "completion_ids")
-    lp = gen.completion_logprobs
-    if lp is not None and (type(lp) is not list or not all(
-            type(x) in (float, int) and math.isfinite(x) for x in lp)):
-        raise BadGeneration("completion_logprobs must be a list of finite numbers")
+    for ids, what in ((gen.prompt_ids, "prompt_ids"), (gen.completion_ids, "completion_ids")):
+        ids = _field(_IDS, ids, what)
+        if ids and not all(0 <= i < _TOKEN_ID_LIMIT for i in ids):
+            raise BadGeneration(f"{what} holds a token id outside [0, 2**63)")
+    logprobs = _field(_LOGPROBS, gen.completion_logprobs, "completion_logprobs")
+    if logprobs and not all(math.isfinite(x) for x in logprobs):
+        raise BadGeneration("completion_logprobs holds a number that is not finite")
     if gen.finish_reason is not None and type(gen.finish_reason) is not str:
         raise BadGeneration(f"finish_reason must be a string, got {type(gen.finish_reason).__name__}")
     return gen
