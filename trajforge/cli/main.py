@@ -34,6 +34,7 @@ from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
 from trajforge.cli.options import with_configs
+from trajforge.cli.targets import refuse_target
 from trajforge.harness.loop import HarnessConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
@@ -113,6 +114,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     from trajforge.eval.run import compare
     from trajforge.eval.table import rich_table
 
+    refuse_target(json_out, "--json", source=store)
     pool = _load_tasks(tasks, split)
     pols = [_policy(spec, name[i] if i < len(name) else None) for i, spec in enumerate(policy)]
     store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))

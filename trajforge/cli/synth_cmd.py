@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trajforge.cli.options import Options, with_configs
+from trajforge.cli.targets import refuse_target
 from trajforge.tasks.llm import LLMConfig
 from trajforge.tasks.pool import Rejection, SynthReport
 
@@ -68,6 +69,8 @@ def synth(
     from trajforge.tasks.dedup import merge_pools
 
     _check_options(env, db, questions, llm, llm_model, tier, split)
+    refuse_target(out, "--out")
+    refuse_target(rejected, "--rejected")
     try:
         env_class(env)
     except KeyError as e:

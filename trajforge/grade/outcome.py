@@ -6,6 +6,10 @@
 - ``env_fault``: the infrastructure failed (crashed tool, timeout of ours); such episodes are
   retried and never used as negatives.
 
+An episode the harness ended on an exception while handling the model's turn (``end`` is
+``harness_error``) is ``failed`` with that reason: what the model wrote is never infrastructure
+(``trajforge.harness.faults``).
+
 A fail reason is the name of what went wrong, one name per concept: a parse error's own kind
 (``no_call``, ``malformed``, ``truncated``, ``unknown_tool``, ``invalid_args``), a tool error's
 kind (``sql_error``, ...), ``wrong_answer``, ``max_turns``, the fault that ended an episode.
@@ -15,6 +19,7 @@ The outcome holds only the grade; what the environment concluded stays in ``traj
 from __future__ import annotations
 
 from trajforge._compat import moved_names
+from trajforge.harness.faults import HARNESS_ERROR, NOTES
 from trajforge.schema import Outcome, Trajectory, Verdict
 
 
@@ -48,9 +53,12 @@ def grade(traj: Trajectory) -> Outcome:
     if faults or traj.end == "env_fault":
         # The fault that ended it: the harness records it last and not retried (tool_timeout,
         # http_503, episode_timeout...); records without harness faults name the tool's error.
-        ending = [f.kind for f in traj.faults if not f.retried]
+        # Notes (a degraded record, a grading error) ended nothing.
+        ending = [f.kind for f in traj.faults if not f.retried and f.kind not in NOTES]
         reason = ending[-1] if ending else faults[0].error if faults else "env_fault"
         return Outcome(tier="env_fault", fail_reason=reason)
+    if traj.end == HARNESS_ERROR:
+        return Outcome(tier="failed", fail_reason=HARNESS_ERROR, failed_role=_failed_role(traj, HARNESS_ERROR))
     if v.correct:
         troubled = any(s.errors or any(not r.ok for r in s.results) for s in traj.steps)
         return Outcome(tier="recovered" if troubled else "success")
