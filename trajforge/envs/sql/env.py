@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
-from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
+from trajforge.envs.sql.hints import EMPTY_NOTE, error_kind, tables_hint, what_exists
 from trajforge.envs.sql.results import result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
@@ -30,6 +31,7 @@ from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
 # The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
 from trajforge.envs.sqlworker import MAX_VALUE_BYTES, quote_ident  # noqa: F401 - re-exported
 from trajforge.envs.sqlworker import authorize as _authorize  # noqa: F401
+from trajforge.parse.limits import short
 from trajforge.schema import Task
 
 
@@ -177,8 +179,8 @@ class SqlEnv(Environment):
         self._require_db()
         key = table.strip().strip("\"'`[]").lower()
         if key not in self._schema:
-            raise ToolError(f"no table {table!r}; tables: {', '.join(self._schema)}",
-                            kind="unknown_table")
+            raise ToolError(f"no table {short(table)}; {tables_hint(key, list(self._schema))}",
+                            kind="no_such_table")
         self.reach("explored_schema")
         return self._schema[key]
 
@@ -190,16 +192,18 @@ class SqlEnv(Environment):
         """
         db = self._require_db()
         if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
-            raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
+            raise ToolError("only read-only SELECT queries are allowed", kind="read_only")
         try:
             text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars)
         except (sqlite3.Error, sqlite3.Warning) as e:
-            raise ToolError(self._explain(e), kind="sql_error") from None
+            raise self._sql_error(e, query) from None
         self.reach("query_ok")
         self.last_result = SqlResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
                                        .startswith("... (truncated"))
         if self.task is not None and result_contains(cells, self.task.expected):
             self.reach("found_answer")
+        if self.last_result.complete and _empty(cells):
+            text += f" — {EMPTY_NOTE}"  # on the footer line: the run_sql format keeps it last
         return text
 
     def submit_answer(self, answer: str) -> str:
@@ -216,7 +220,7 @@ class SqlEnv(Environment):
 
     def _require_db(self) -> GuardedDb:
         if self._db is None:
-            raise RuntimeError("SqlEnv used before reset(task)")  # caller bug -> env_fault
+            raise InfraError("SqlEnv used before reset(task)")  # caller bug -> env_fault
         return self._db
 
     def _explain(self, e: Exception) -> str:
@@ -232,7 +236,22 @@ class SqlEnv(Environment):
             return f"query exceeded the {MEMORY_MB} MB memory limit"
         if "one statement at a time" in msg:
             return "run one SQL statement per call"
+        if "null character" in msg or "surrogates not allowed" in msg or "can't encode" in msg:
+            return "the query contains a character SQL text cannot hold (a NUL or a lone surrogate)"
         return msg
+
+    def _sql_error(self, e: Exception, query: str) -> ToolError:
+        """The model-facing error for a failed statement: its kind (``sql/hints.py``) and, where
+        something was missing, what exists instead."""
+        kind = error_kind(str(e))
+        hint = what_exists(kind, str(e), query, self._schema)
+        message = self._explain(e)
+        return ToolError(f"{message}; {hint}" if hint else message, kind=kind)
+
+
+def _empty(cells: list[list[str]]) -> bool:
+    """No row, or one row of NULLs (an aggregate over no rows): the result found nothing."""
+    return not cells or (len(cells) == 1 and all(c == "NULL" for c in cells[0]))
 
 
 def _strip_comments(sql: str) -> str:

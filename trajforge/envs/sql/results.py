@@ -10,7 +10,9 @@
 One header line, one line per row, cells joined by ``|``; inside a cell ``\\``, ``|`` and newlines
 are escaped as ``\\\\``, ``\\|`` and ``\\n``; SQL NULL is ``NULL``; blobs show as
 ``<blob N bytes>``; a cell over 200 characters ends in ``...(+N chars)``. The last line is
-always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``.
+always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``; after a result
+that found nothing (no row, or one row of NULLs) ``run_sql`` adds on that line why that usually
+happens (``(0 rows) — no row matched. If one should have, ...``: ``sql/hints.py``).
 """
 
 from __future__ import annotations

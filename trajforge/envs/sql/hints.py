@@ -1,0 +1,99 @@
+"""SQL errors that teach: each failure's kind, and what would have worked, in a few hundred characters.
+
+    kind = error_kind("no such column: nme")                  # "no_such_column"
+    hint = what_exists(kind, message, query, schema)          # the columns of the query's tables
+
+A model that reads ``no such column: nme`` and nothing else guesses again; one that reads the
+columns of the tables it named can fix the query in one turn. So each kind that names something
+missing says what is there instead — the columns of the tables the query mentions (all tables when
+it mentions none), the tables with the closest one first — and an empty result says it is empty and
+why that usually happens. Every hint is bounded (``MAX_HINT_CHARS``): a user database with a
+hundred wide tables must not fill the context.
+
+The kinds are fail reasons (``trajforge.grade.outcome.FAIL_REASONS``): ``syntax_error``,
+``no_such_table``, ``no_such_column``, ``no_such_function``, ``ambiguous_column``, ``read_only``,
+``query_limit``, and ``sql_error`` for any other message SQLite gives.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+MAX_HINT_CHARS = 800
+"""Longest hint appended to an error message."""
+EMPTY_NOTE = ("no row matched. If one should have, the value may be spelled or cased differently "
+              "in the data (look with SELECT DISTINCT or LIKE), or another table may hold it.")
+"""Said after an empty result (``(0 rows)``) or one whose every value is NULL."""
+
+# (kind, what SQLite's message contains), first match wins.
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("no_such_table", ("no such table",)),
+    ("no_such_column", ("no such column",)),
+    ("no_such_function", ("no such function", "wrong number of arguments to function")),
+    ("ambiguous_column", ("ambiguous column name",)),
+    ("read_only", ("not authorized", "readonly", "read-only")),
+    ("query_limit", ("interrupted", "out of memory", "too big", "string is too large")),
+    ("syntax_error", ("syntax error", "incomplete input", "unrecognized token", "null character",
+                      "surrogates not allowed", "can't encode")),
+)
+
+
+def error_kind(message: str) -> str:
+    """The fail-reason kind of a SQLite error message (``sql_error`` when none fits)."""
+    lowered = message.lower()
+    return next((kind for kind, needles in _KINDS if any(n in lowered for n in needles)),
+                "sql_error")
+
+
+def tables_read(sql: str, tables: list[str]) -> list[str]:
+    """The database tables a query mentions, in order of first mention (string literals skipped;
+    ``tables`` in lower case)."""
+    text = re.sub(r"'(?:[^']|'')*'", "''", sql).casefold()
+    found = []
+    for m in re.finditer(r'"((?:[^"]|"")+)"|`([^`]+)`|\[([^\]]+)\]|([\w$]+)', text):
+        name = next(g for g in m.groups() if g is not None).replace('""', '"')
+        if name in tables and name not in found:
+            found.append(name)
+    return found
+
+
+def what_exists(kind: str, message: str, query: str, schema: dict[str, str]) -> str:
+    """What would have worked for SQLite's error ``message`` of ``kind`` on ``query`` ("" when the
+    kind names nothing missing). ``schema`` maps each lower-case table name to its description,
+    ``orders(id INTEGER, customer_id INTEGER -> customers.id, ...); 300 rows``."""
+    if kind == "no_such_column":
+        named = tables_read(query, list(schema))
+        shown = [_columns(schema[t]) for t in named] or [_columns(d) for d in schema.values()]
+        which = "the query's tables" if named else "the tables"
+        return _bounded(f"columns of {which}: " + "; ".join(shown))
+    if kind == "no_such_table":
+        missing = re.search(r"no such table:\s*(?:\w+\.)?(\S+)", message)
+        return _bounded(tables_hint(missing.group(1) if missing else "", list(schema)))
+    if kind == "ambiguous_column":
+        return "qualify the column with its table name or alias (orders.id, o.id)"
+    return ""
+
+
+def tables_hint(wanted: str, tables: list[str]) -> str:
+    """``did you mean 'orders'? tables: ...`` (the closest table first, when one is close)."""
+    close = closest(wanted, tables)
+    guess = f"did you mean {close!r}? " if close else ""
+    return _bounded(f"{guess}tables: {', '.join(tables)}")
+
+
+def closest(wanted: str, names: list[str]) -> str | None:
+    """The name most like ``wanted`` (case-insensitive), if any is close."""
+    by_key = {n.casefold(): n for n in names}
+    # Names are short: a model-written megabyte is cut before difflib compares it.
+    hit = difflib.get_close_matches(wanted[:100].casefold(), list(by_key), n=1, cutoff=0.6)
+    return by_key[hit[0]] if hit else None
+
+
+def _columns(description: str) -> str:
+    """``orders(id INTEGER, ...)`` of a table description (its row count dropped)."""
+    return description.rsplit(";", 1)[0]
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_HINT_CHARS else text[:MAX_HINT_CHARS] + " ..."
