@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 2000
 """A tool error message is cut to this many characters: it goes back into the model's context,
 and an environment that echoes a megabyte argument must not put a megabyte there."""
+MAX_RESULT_CHARS = 100_000
+"""A tool result is cut to this many characters, whatever the tool returned (the built-in tools
+cap their own output far below; a user's MCP function that echoes its input may not)."""
 
 
 class ToolError(Exception):
@@ -120,7 +123,7 @@ class Environment:
                               f"{short(call.name)}", ok=False, error="unknown_tool")
         try:
             out = self.call_tool(call.name, call.arguments)
-            result = ToolResult(name=call.name, content=clean_text(str(out)))
+            result = ToolResult(name=call.name, content=_bounded(str(out), MAX_RESULT_CHARS))
         except ToolError as e:
             result = _error_result(call.name, _text(e), e.kind)
         except InfraError as e:
@@ -183,11 +186,11 @@ def _text(e: Exception) -> str:
         return ""
 
 
-def _bounded(text: str) -> str:
-    text = clean_text(text)
-    if len(text) <= MAX_ERROR_CHARS:
-        return text
-    return f"{text[:MAX_ERROR_CHARS]}... [{len(text) - MAX_ERROR_CHARS} characters cut]"
+def _bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` as valid UTF-8 text of at most about ``limit`` characters."""
+    if len(text) > limit:
+        text = f"{text[:limit]}... [{len(text) - limit} characters cut]"
+    return clean_text(text)
 
 
 def _error_result(tool: str, message: str, kind: str) -> ToolResult:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
-from trajforge.envs.sql.hints import EMPTY_NOTE, error_kind, tables_hint, what_exists
+from trajforge.envs.sql.hints import EMPTY_NOTE, error_kind, not_a_select, tables_hint, what_exists
 from trajforge.envs.sql.results import result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
@@ -192,7 +192,7 @@ class SqlEnv(Environment):
         """
         db = self._require_db()
         if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
-            raise ToolError("only read-only SELECT queries are allowed", kind="read_only")
+            raise not_a_select(_strip_comments(query))
         try:
             text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars)
         except (sqlite3.Error, sqlite3.Warning) as e:

@@ -20,6 +20,9 @@ from __future__ import annotations
 import difflib
 import re
 
+from trajforge.envs.base import ToolError
+from trajforge.parse.limits import short
+
 MAX_HINT_CHARS = 800
 """Longest hint appended to an error message."""
 EMPTY_NOTE = ("no row matched. If one should have, the value may be spelled or cased differently "
@@ -37,6 +40,20 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("syntax_error", ("syntax error", "incomplete input", "unrecognized token", "null character",
                       "surrogates not allowed", "can't encode")),
 )
+
+
+_WRITES = re.compile(r"\s*\(*\s*(insert|update|delete|replace|upsert|create|drop|alter|attach|detach|"
+                     r"pragma|vacuum|reindex|analyze|begin|commit|end|rollback|savepoint|release)\b",
+                     re.I)
+
+
+def not_a_select(sql: str) -> ToolError:
+    """The error for text ``run_sql`` refuses before SQLite sees it: a write or schema statement is
+    ``read_only``; anything else is not SQL it can run (``syntax_error``)."""
+    if _WRITES.match(sql):
+        return ToolError("only read-only SELECT queries are allowed", kind="read_only")
+    return ToolError(f"not a SELECT query: {short(sql.strip() or sql, 40)}; run_sql takes one "
+                     "SELECT (or WITH ... SELECT) statement", kind="syntax_error")
 
 
 def error_kind(message: str) -> str:
