@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.sql.hints import EMPTY_NOTE, error_kind, not_a_select, tables_hint, what_exists
-from trajforge.envs.sql.results import result_contains, typed_cell
+from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
 
@@ -202,7 +202,7 @@ class SqlEnv(Environment):
                                        .startswith("... (truncated"))
         if self.task is not None and result_contains(cells, self.task.expected):
             self.reach("found_answer")
-        if self.last_result.complete and _empty(cells):
+        if self.last_result.complete and found_nothing(cells):
             text += f" — {EMPTY_NOTE}"  # on the footer line: the run_sql format keeps it last
         return text
 
@@ -247,11 +247,6 @@ class SqlEnv(Environment):
         hint = what_exists(kind, str(e), query, self._schema)
         message = self._explain(e)
         return ToolError(f"{message}; {hint}" if hint else message, kind=kind)
-
-
-def _empty(cells: list[list[str]]) -> bool:
-    """No row, or one row of NULLs (an aggregate over no rows): the result found nothing."""
-    return not cells or (len(cells) == 1 and all(c == "NULL" for c in cells[0]))
 
 
 def _strip_comments(sql: str) -> str:

@@ -62,6 +62,12 @@ def typed_cell(cell: str) -> Any:
     return cell
 
 
+def found_nothing(cells: list[list[str]]) -> bool:
+    """Whether a result's cells say the query found nothing: no row, or one row of NULLs (an
+    aggregate such as ``SUM`` or ``MAX`` over no rows)."""
+    return not cells or (len(cells) == 1 and all(c == "NULL" for c in cells[0]))
+
+
 def result_contains(cells: list[list[str]], expected: Any) -> bool:
     """Whether query result cells contain the expected answer (all items, for lists)."""
     if expected is None:
@@ -73,5 +79,5 @@ def result_contains(cells: list[list[str]], expected: Any) -> bool:
     return any(answers_match(c, expected) for c in flat)
 
 
-__all__ = ["CELL_CHARS", "COUNT_LIMIT", "format_cell", "read_result", "render_rows", "result_contains",
-           "typed_cell"]
+__all__ = ["CELL_CHARS", "COUNT_LIMIT", "format_cell", "found_nothing", "read_result", "render_rows",
+           "result_contains", "typed_cell"]

@@ -51,6 +51,9 @@ from trajforge.schema import Task
 
 MAX_NIGHTS = 14
 MAX_NAME = 60
+MISSING, EXTRA = "missing ", "extra "
+"""How a verdict's detail names an expected booking that is not there, and one that should not be
+(``travel/failures.py`` reads them back)."""
 
 
 class Booking(BaseModel):
@@ -125,8 +128,8 @@ class TravelEnv(Environment):
         expected = Counter(booking_key(b) for b in self._expected())
         actual = Counter(b.key() for b in self.bookings if b.status == "active")
         missing, extra = expected - actual, actual - expected
-        problems = ([f"missing {_describe(k)}" for k in missing.elements()]
-                    + [f"extra {_describe(k)}" for k in extra.elements()])
+        problems = ([f"{MISSING}{_describe(k)}" for k in missing.elements()]
+                    + [f"{EXTRA}{_describe(k)}" for k in extra.elements()])
         finished = self.summary is not None
         if not finished:
             problems.append("finish was not called")

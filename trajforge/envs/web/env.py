@@ -55,6 +55,8 @@ MAX_URL = 2000
 SHOWN_ELEMENTS = 15
 """Elements an "no such element" error lists."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+SEVERAL_PLACED = "orders/bookings were placed; the task wanted one"
+"""The end of a verdict's detail when more than one thing was placed (``web/failures.py``)."""
 
 
 class WebEnv(Environment):
@@ -141,7 +143,7 @@ class WebEnv(Environment):
                            detail="no goal to compare with")
         problem = goal_mismatch(read_goal(self.task.expected), first)
         if problem is None and len(placed) > 1:
-            problem = f"{len(placed)} orders/bookings were placed; the task wanted one"
+            problem = f"{len(placed)} {SEVERAL_PLACED}"
         what = f"order #{first.number}" if hasattr(first, "lines") else f"booking #{first.number}"
         return Verdict(submitted=True, answer=answer, correct=problem is None,
                        milestones=list(self.milestones),
