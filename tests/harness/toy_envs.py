@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from trajforge.envs import Environment, ToolError, Verdict, make_env
+from trajforge.envs import Environment, InfraError, ToolError, Verdict, make_env
 from trajforge.schema import Task, ToolCall
 
 class FaultyEnv(Environment):
@@ -44,7 +44,7 @@ class FaultyEnv(Environment):
         """Return ok, unless the backend crashes."""
         if FaultyEnv.crashes > 0:
             FaultyEnv.crashes -= 1
-            raise RuntimeError("backend crashed")
+            raise InfraError("backend crashed")  # declared: only that is an env fault
         return "ok"
 
     def submit_answer(self, answer: str) -> str:
