@@ -71,6 +71,29 @@ def test_sql_worker_that_cannot_start_is_an_env_fault(sql_env, monkeypatch):
     assert result.fault and result.error == "sql_worker" and "cannot start" in result.content
 
 
+def test_a_database_file_that_breaks_mid_episode_is_an_env_fault(tmp_path):
+    import os
+    import shutil
+
+    from trajforge.envs.sqldb import ensure_db
+
+    path = tmp_path / "shop.sqlite"
+    shutil.copy(ensure_db(0), path)
+    env = SqlEnv()
+    env.reset(Task(id="t", env="sql", prompt="q", tier="easy", split="train", template="x",
+                   reference=(), expected=1, db=str(path)))
+    try:
+        assert env.execute(call("run_sql", query="SELECT count(*) FROM orders")).ok
+        path.write_bytes(os.urandom(100_000))  # the file the episode opened is garbage now
+        broken = env.execute(call("run_sql", query="SELECT count(*) FROM order_items"))
+        assert broken.fault and broken.error == "sql_database"
+        env._db._slot[0].kill()  # and a fresh worker cannot reopen it
+        reopened = env.execute(call("run_sql", query="SELECT 1"))
+        assert reopened.fault and reopened.error == "sql_worker"
+    finally:
+        env.close()
+
+
 # ---- travel ------------------------------------------------------------------------------------
 
 def _travel_env():
@@ -149,6 +172,12 @@ def test_a_shop_server_that_does_not_answer_is_an_env_fault(web_env):
     assert result.fault and result.error == "web_server_down"
 
 
+def test_a_shop_session_the_server_lost_is_an_env_fault(web_env):
+    web_env._server.close_session(web_env._sid)
+    result = web_env.execute(call("open", url="/cart"))
+    assert result.fault and result.error == "web_session_lost"
+
+
 # ---- code --------------------------------------------------------------------------------------
 
 GOOD = "def scale(nums):\n    return [x * 3 for x in nums]\n"
@@ -185,6 +214,20 @@ def test_a_sandbox_that_cannot_start_is_an_env_fault(code_env, monkeypatch):
     monkeypatch.setattr(sandbox.subprocess, "Popen", no_bwrap)
     result = code_env.execute(call("run_python", code="print(1)"))
     assert result.fault and result.error == "sandbox" and "could not start" in result.content
+
+
+def test_a_full_disk_is_an_env_fault_and_a_bad_path_is_not(code_env, monkeypatch):
+    import errno
+
+    import trajforge.envs.code.env as code
+
+    def full(root, rel, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert code_env.execute(call("write_file", path="a/../b.py", content="x")).error == "bad_path"
+    monkeypatch.setattr(code.workdir, "write_file", full)
+    result = code_env.execute(call("write_file", path="solution.py", content="x = 1"))
+    assert result.fault and result.error == "workdir"
 
 
 # ---- mcp ---------------------------------------------------------------------------------------

@@ -33,6 +33,10 @@ from trajforge.schema import Task
 
 MAX_FILE_BYTES = 100_000
 """Largest file ``write_file`` accepts (and largest ``run_python`` code)."""
+_HOST_TROUBLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE,
+                           errno.ENFILE, errno.ENOMEM})
+"""OSErrors of a host-side write that say the machine is in trouble (disk full, out of file
+descriptors), not that the model's path was wrong."""
 MAX_WORKDIR_BYTES = 32 * 1024 * 1024
 MAX_WORKDIR_ENTRIES = 2000
 """After each run the work directory must stay within these, or the run's changes are undone."""
@@ -161,6 +165,9 @@ class CodeEnv(Environment):
         except ValueError as e:
             raise ToolError(str(e), kind="bad_path") from None
         except OSError as e:
+            if e.errno in _HOST_TROUBLE:
+                raise InfraError(f"cannot write to the work directory: {e.strerror}",
+                                 kind="workdir") from None
             # A directory, a file where a directory should be, or a symlink on the way.
             why = ("it is a symbolic link, or the path goes through one" if e.errno == errno.ELOOP
                    else e.strerror or str(e))

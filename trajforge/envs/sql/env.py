@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
-from trajforge.envs.sql.hints import EMPTY_NOTE, error_kind, not_a_select, tables_hint, what_exists
+from trajforge.envs.sql.hints import (EMPTY_NOTE, database_broken, error_kind, not_a_select, tables_hint,
+                                      what_exists)
 from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
@@ -240,9 +241,11 @@ class SqlEnv(Environment):
             return "the query contains a character SQL text cannot hold (a NUL or a lone surrogate)"
         return msg
 
-    def _sql_error(self, e: Exception, query: str) -> ToolError:
+    def _sql_error(self, e: Exception, query: str) -> ToolError | InfraError:
         """The model-facing error for a failed statement: its kind (``sql/hints.py``) and, where
-        something was missing, what exists instead."""
+        something was missing, what exists instead; an InfraError when the file itself failed."""
+        if database_broken(str(e)):
+            return InfraError(f"the database failed: {e}", kind="sql_database")
         kind = error_kind(str(e))
         hint = what_exists(kind, str(e), query, self._schema)
         message = self._explain(e)

@@ -56,6 +56,17 @@ def not_a_select(sql: str) -> ToolError:
                      "SELECT (or WITH ... SELECT) statement", kind="syntax_error")
 
 
+_BROKEN_DATABASE = ("disk i/o error", "database disk image is malformed", "file is not a database",
+                    "unable to open database file")
+"""What SQLite says when the database file itself failed mid-episode (it opened at reset): never
+the model's query, so an infrastructure fault."""
+
+
+def database_broken(message: str) -> bool:
+    lowered = message.lower()
+    return any(m in lowered for m in _BROKEN_DATABASE)
+
+
 def error_kind(message: str) -> str:
     """The fail-reason kind of a SQLite error message (``sql_error`` when none fits)."""
     lowered = message.lower()

@@ -41,7 +41,7 @@ from trajforge.envs.web.shop.goals import (
     same_text,
 )
 from trajforge.envs.web.shop.page import Element, Page, parse_page
-from trajforge.envs.web.shop.server import COOKIE, ShopServer, shared_server
+from trajforge.envs.web.shop.server import COOKIE, NO_SESSION, ShopServer, shared_server
 from trajforge.envs.web.shop.state import SessionState
 from trajforge.parse.limits import clean_text, clip, short
 from trajforge.schema import Task
@@ -268,6 +268,9 @@ class WebEnv(Environment):
             raise InfraError(f"the shop server did not answer {method} {clip(path)} "
                              f"({type(e).__name__}{'' if alive else '; its thread has stopped'})",
                              kind="web_server_down") from None
+        if resp.status_code == NO_SESSION:  # the browser's cookie is ours, never the model's
+            raise InfraError("the shop server no longer has this episode's session",
+                             kind="web_session_lost")
         url = resp.url.raw_path.decode("ascii", errors="replace")
         page = parse_page(resp.text, url)
         if resp.status_code >= 400:
@@ -412,7 +415,11 @@ class WebEnv(Environment):
 
     def _session(self) -> SessionState:
         if self._sid is not None and self._server is not None:
-            return self._server.session_state(self._sid)
+            try:
+                return self._server.session_state(self._sid)
+            except KeyError:  # the server lost it (restarted, or the session was closed under us)
+                raise InfraError("the shop server no longer has this episode's session",
+                                 kind="web_session_lost") from None
         if self._final is not None:
             return self._final
         raise InfraError("WebEnv has no session: call reset(task) first")

@@ -29,6 +29,8 @@ from trajforge.envs.web.shop.state import SessionState
 log = logging.getLogger(__name__)
 
 COOKIE = "shop_session"
+NO_SESSION = 403
+"""The status of a request whose session cookie the server does not know (the only 403)."""
 MAX_BODY = 64 * 1024
 """Form posts are a few hundred bytes; anything bigger is refused before it is read."""
 
@@ -105,7 +107,7 @@ class ShopServer:
         with self._lock:
             state = self._sessions.get(sid or "")
             if state is None:
-                return Response(403, "<!doctype html><title>No session</title><p>No shop session: "
+                return Response(NO_SESSION, "<!doctype html><title>No session</title><p>No shop session: "
                                      "this site is only reachable through its browser.</p>")
             return handle(build_catalog(state.seed), state, method, unquote(parts.path) or "/",
                           query, form)
