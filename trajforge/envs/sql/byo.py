@@ -27,7 +27,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trajforge.envs.sql.env import SqlEnv
-from trajforge.envs.sql.hints import tables_read  # re-exported: byo reads a gold query's tables with it
 from trajforge.envs.sql.results import read_result
 from trajforge.schema import Split, Task, ToolCall
 from trajforge.tasks.dedup import normalize_prompt
@@ -84,6 +83,17 @@ def answer_text(rows: list[list[str]]) -> str:
     if any(_LIST_SEPARATORS.search(i) for i in items):
         return json.dumps(items)
     return ", ".join(items)
+
+
+def tables_read(sql: str, tables: list[str]) -> list[str]:
+    """The database tables a query mentions, in order of first mention."""
+    text = re.sub(r"'(?:[^']|'')*'", "''", sql).casefold()
+    found = []
+    for m in re.finditer(r'"((?:[^"]|"")+)"|`([^`]+)`|\[([^\]]+)\]|([\w$]+)', text):
+        name = next(g for g in m.groups() if g is not None).replace('""', '"')
+        if name in tables and name not in found:
+            found.append(name)
+    return found
 
 
 def _gold_result(probe: Task, sql: str) -> tuple[list[ToolCall], list[list[str]]]:

@@ -23,8 +23,7 @@ from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
-from trajforge.envs.sql.hints import (EMPTY_NOTE, database_broken, error_kind, not_a_select, tables_hint,
-                                      what_exists)
+from trajforge.envs.sql.hints import EMPTY_NOTE, sql_error, tables_hint
 from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
@@ -193,18 +192,16 @@ class SqlEnv(Environment):
         """
         db = self._require_db()
         if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
-            raise not_a_select(_strip_comments(query))
+            raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
         try:
             text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars)
         except (sqlite3.Error, sqlite3.Warning) as e:
-            raise self._sql_error(e, query) from None
+            raise ToolError(self._explain(e), kind="sql_error") from None
         self.reach("query_ok")
         self.last_result = SqlResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
                                        .startswith("... (truncated"))
         if self.task is not None and result_contains(cells, self.task.expected):
             self.reach("found_answer")
-        if self.last_result.complete and found_nothing(cells):
-            text += f" — {EMPTY_NOTE}"  # on the footer line: the run_sql format keeps it last
         return text
 
     def submit_answer(self, answer: str) -> str:
@@ -241,15 +238,21 @@ class SqlEnv(Environment):
             return "the query contains a character SQL text cannot hold (a NUL or a lone surrogate)"
         return msg
 
-    def _sql_error(self, e: Exception, query: str) -> ToolError | InfraError:
-        """The model-facing error for a failed statement: its kind (``sql/hints.py``) and, where
-        something was missing, what exists instead; an InfraError when the file itself failed."""
-        if database_broken(str(e)):
-            return InfraError(f"the database failed: {e}", kind="sql_database")
-        kind = error_kind(str(e))
-        hint = what_exists(kind, str(e), query, self._schema)
-        message = self._explain(e)
-        return ToolError(f"{message}; {hint}" if hint else message, kind=kind)
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run a tool, then the SQL error path for every tool at once: an ``sql_error`` a tool
+        raised gets its finer kind and what exists instead (``sql/hints.py``), a database file that
+        failed becomes an InfraError, and a ``run_sql`` result that found nothing says so."""
+        try:
+            out = super().call_tool(name, arguments)
+        except ToolError as e:
+            if e.kind != "sql_error":
+                raise
+            query = arguments.get("query")
+            raise sql_error(str(e), query if isinstance(query, str) else "", self._schema) from None
+        last = self.last_result
+        if name == "run_sql" and last is not None and last.complete and found_nothing(last.rows):
+            out += f" — {EMPTY_NOTE}"  # on the footer line: the run_sql format keeps it last
+        return out
 
 
 def _strip_comments(sql: str) -> str:

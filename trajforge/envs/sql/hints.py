@@ -1,7 +1,7 @@
 """SQL errors that teach: each failure's kind, and what would have worked, in a few hundred characters.
 
-    kind = error_kind("no such column: nme")                  # "no_such_column"
-    hint = what_exists(kind, message, query, schema)          # the columns of the query's tables
+    error = sql_error("no such column: nme", query, schema)   # ToolError(kind="no_such_column"),
+                                                              # naming the query's tables' columns
 
 A model that reads ``no such column: nme`` and nothing else guesses again; one that reads the
 columns of the tables it named can fix the query in one turn. So each kind that names something
@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from trajforge.envs.base import ToolError
+from trajforge.envs.base import InfraError, ToolError
 from trajforge.parse.limits import short
 
 MAX_HINT_CHARS = 800
@@ -36,24 +36,36 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("no_such_function", ("no such function", "wrong number of arguments to function")),
     ("ambiguous_column", ("ambiguous column name",)),
     ("read_only", ("not authorized", "readonly", "read-only")),
-    ("query_limit", ("interrupted", "out of memory", "too big", "string is too large")),
+    ("query_limit", ("interrupted", "out of memory", "too big", "string is too large",
+                     "time limit", "memory limit", "byte limit")),
     ("syntax_error", ("syntax error", "incomplete input", "unrecognized token", "null character",
-                      "surrogates not allowed", "can't encode")),
+                      "surrogates not allowed", "can't encode", "cannot hold")),
 )
-
-
+"""Needles for SQLite's own messages and for ``SqlEnv._explain``'s rewordings of them."""
+_SELECT = re.compile(r"\s*(\(\s*)*(select|with|values)\b", re.I)
 _WRITES = re.compile(r"\s*\(*\s*(insert|update|delete|replace|upsert|create|drop|alter|attach|detach|"
                      r"pragma|vacuum|reindex|analyze|begin|commit|end|rollback|savepoint|release)\b",
                      re.I)
 
 
-def not_a_select(sql: str) -> ToolError:
-    """The error for text ``run_sql`` refuses before SQLite sees it: a write or schema statement is
-    ``read_only``; anything else is not SQL it can run (``syntax_error``)."""
-    if _WRITES.match(sql):
-        return ToolError("only read-only SELECT queries are allowed", kind="read_only")
-    return ToolError(f"not a SELECT query: {short(sql.strip() or sql, 40)}; run_sql takes one "
-                     "SELECT (or WITH ... SELECT) statement", kind="syntax_error")
+def sql_error(message: str, query: str, schema: dict[str, str]) -> ToolError | InfraError:
+    """The error the model sees for a failed statement (``message``: what the tool said), with its
+    kind and, where something was missing, what exists instead; an ``InfraError`` when the database
+    file itself failed (never the query's doing)."""
+    if database_broken(message):
+        return InfraError(f"the database failed: {message}", kind="sql_database")
+    kind = error_kind(message)
+    if kind == "read_only" and not _SELECT.match(_uncommented(query)) and not _WRITES.match(
+            _uncommented(query)):
+        # Refused before SQLite saw it, and not a write either: text that is not a query at all.
+        return ToolError(f"not a SELECT query: {short(query.strip() or query, 40)}; run_sql takes "
+                         "one SELECT (or WITH ... SELECT) statement", kind="syntax_error")
+    hint = what_exists(kind, message, query, schema)
+    return ToolError(f"{message}; {hint}" if hint else message, kind=kind)
+
+
+def _uncommented(sql: str) -> str:
+    return re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", sql, flags=re.S)
 
 
 _BROKEN_DATABASE = ("disk i/o error", "database disk image is malformed", "file is not a database",
