@@ -100,6 +100,8 @@ FAIL_REASONS: dict[str, str] = {
     "max_turns": "the turn limit was reached before an answer",
     "max_errors": "too many consecutive turns without a valid call",
     "no_answer": "the episode ended without an answer, for no recorded reason",
+    "harness_error": "the harness hit an exception while handling the model's turn",
+    "grade_error": "grading this episode raised (it counts against the episode)",
     # -- env_fault tier (infrastructure; never a negative) --------------------------------------
     "env_fault": "an infrastructure fault without a kind of its own",
     "tool_crash": "a tool call failed on infrastructure and was retried (the harness's name)",
