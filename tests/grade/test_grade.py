@@ -42,12 +42,15 @@ def test_recovered_after_tool_error():
 
 
 @pytest.mark.parametrize("steps,verdict,end,reason", [
-    ([ok_step(0)], WRONG, "submitted", "wrong_answer"),
+    ([ok_step(0)], WRONG, "submitted", "retrieval_miss"),  # "1" never held the expected answer
     ([Step(index=0, raw="hi", errors=[CallError(kind="no_call", message="m")])] * 3, {}, "max_errors", "no_call"),
     ([Step(index=0, raw="", errors=[CallError(kind="invalid_args", message="m")])], {}, "max_errors", "invalid_args"),
     ([Step(index=0, raw="", errors=[CallError(kind="unknown_tool", message="m")])], {}, "max_errors", "unknown_tool"),
     ([Step(index=0, raw="", errors=[CallError(kind="malformed", message="m")])], {}, "max_errors", "malformed"),
     ([ok_step(i) for i in range(8)], {}, "max_turns", "max_turns"),
+    ([ok_step(0), Step(index=1, raw="", calls=[CALL], results=[
+        ToolResult(name="run_sql", content="E", ok=False, error="no_such_column")])], {}, "max_turns",
+     "no_such_column"),  # out of turns while stuck on an error: the error says more
 ])
 def test_fail_reasons(steps, verdict, end, reason):
     out = grade(make(steps, verdict, end))

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Literal
 
-from trajforge.envs import Environment, ToolError, Verdict, make_env
+from trajforge.envs import Environment, InfraError, ToolError, Verdict, make_env
 from trajforge.schema import Task, ToolCall
 
 class AnswerEnv(Environment):
@@ -70,7 +70,7 @@ class FaultyEnv(AnswerEnv):
         """Return ok, unless the backend crashes."""
         if FaultyEnv.crashes > 0:
             FaultyEnv.crashes -= 1
-            raise RuntimeError("backend crashed")
+            raise InfraError("backend crashed")  # declared: only that is an env fault
         return "ok"
 
     def submit_answer(self, answer: str) -> str:

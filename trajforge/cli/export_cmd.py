@@ -3,6 +3,7 @@
     trajforge export store/ --format openai --out train.jsonl       # OpenAI chat fine-tuning JSONL
     trajforge export store/ --format sharegpt --out lf_data/        # LLaMA-Factory file + dataset_info.json
     trajforge export store/ --format hf --out ds/                   # datasets.save_to_disk (or ds.parquet)
+    trajforge export store/ --format openai --out fix.jsonl --where fail_reason=no_such_column,retrieval_miss
     trajforge import-openai train.jsonl --env sql --out store/
 """
 
@@ -26,32 +27,53 @@ def _fail(msg: str) -> None:
 
 def export(store: Path = typer.Argument(..., help="store directory"),
            format: str = typer.Option(..., help="openai | sharegpt | hf"),
-           out: Path = typer.Option(..., help="file (openai; hf if it ends in .parquet) or folder")) -> None:
+           out: Path = typer.Option(..., help="file (openai; hf if it ends in .parquet) or folder"),
+           where: list[str] = typer.Option([], help="only trajectories with field=value[,value] (or field!=...); "
+                                           "fields: fail_reason, outcome_tier, tier, env, split, policy, task_id; "
+                                           "repeat to require several")) -> None:
     """Export a store's trajectories to OpenAI JSONL, ShareGPT (LLaMA-Factory) or a HF dataset."""
     from trajforge.store import TrajectoryStore
     from trajforge.store import export as ex
+    from trajforge.store.filters import filter_trajectories, parse_where
     from trajforge.store.targets import StoreTargetError, refuse_store_target
 
     if format not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     try:
+        selected = parse_where(where)
         refuse_store_target(out, source=store)
-    except StoreTargetError as e:
-        _fail(f"--out {e}")
-    trajs = TrajectoryStore(store).read()
-    if not trajs:
+    except ValueError as e:  # StoreTargetError is one
+        _fail(f"--out {e}" if isinstance(e, StoreTargetError) else str(e))
+    everything = TrajectoryStore(store).read()
+    if not everything:
         _fail(f"no trajectories in {store}")
+    trajs = filter_trajectories(everything, selected)
+    if not trajs:
+        _fail(f"no trajectory in {store} matches --where {selected}; {_held(everything, selected)}")
     try:
         if format == "openai":
             ex.write_openai_jsonl(trajs, out)
-            where = out
+            written = out
         elif format == "sharegpt":
-            where = ex.write_sharegpt(trajs, out)
+            written = ex.write_sharegpt(trajs, out)
         else:
-            where = ex.save_hf(trajs, out)
+            written = ex.save_hf(trajs, out)
     except (OSError, ValueError, KeyError) as e:  # the existing output is untouched: files are swapped in whole
         _fail(str(e))
-    console.print(f"exported {len(trajs)} trajectories as {format} to {where}")
+    chosen = f" of {len(everything)} (--where {selected})" if selected.clauses else ""
+    console.print(f"exported {len(trajs)}{chosen} trajectories as {format} to {written}", markup=False,
+                  highlight=False)
+
+
+def _held(trajs, selected) -> str:
+    """What the store does hold, for each field the filter named: the way to fix a typo."""
+    from trajforge.store.filters import held_values
+
+    parts = []
+    for field in dict.fromkeys(c.field for c in selected.clauses):
+        counts = held_values(trajs, field).most_common(12)
+        parts.append(f"{field} values there: " + ", ".join(f"{v} ({n})" for v, n in counts))
+    return "; ".join(parts)
 
 
 def import_openai(file: Path = typer.Argument(..., help="OpenAI chat fine-tuning JSONL"),

@@ -31,7 +31,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from trajforge.envs.base import Environment
-from trajforge.schema import Task, Tier, ToolCall
+from trajforge.schema import Task, Tier, ToolCall, Trajectory
 
 if TYPE_CHECKING:
     from trajforge.tasks.pool import SynthReport
@@ -66,6 +66,10 @@ class EnvSpec:
     (pools from before ``Task.reasoning`` was filled); None: a neutral sentence."""
     summary: str = ""
     """One line about the environment, for help texts."""
+    wrong_answer: Callable[[Trajectory], str | None] | None = None
+    """How a submitted wrong answer went wrong, read off the trajectory (verdict, milestones, tool
+    results): a fail reason such as ``retrieval_miss`` or ``logic_break`` (``grade/outcome.py``
+    lists them); None, or a None result, grades it plain ``wrong_answer``."""
 
 
 _registered: dict[str, EnvSpec] = {}

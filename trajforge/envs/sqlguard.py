@@ -41,6 +41,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from trajforge.envs.base import InfraError
+
 MEMORY_MB = 256
 """Address space of a worker (RLIMIT_AS): what one query may use, SQLite and Python together."""
 GRACE_S = 0.5
@@ -59,8 +61,11 @@ class QueryFailed(sqlite3.OperationalError):
     """A statement failed: SQLite's message, or ``interrupted`` (time), ``out of memory``."""
 
 
-class WorkerLost(RuntimeError):
-    """The worker could not be started or stopped answering outside any query (infrastructure)."""
+class WorkerLost(InfraError, RuntimeError):
+    """The worker could not be started or stopped answering outside any query (infrastructure:
+    an ``InfraError``, so a tool that meets it ends as ``env_fault``, never as the model's error)."""
+
+    kind = "sql_worker"
 
 
 class _Worker:
@@ -152,7 +157,7 @@ class GuardedDb:
         for _ in range(2):  # a second time only when the worker was gone before the statement
             worker = self._slot[0]
             if worker is None or not worker.alive():
-                self._connect()
+                self._reconnect()
                 worker = self._slot[0]
             assert worker is not None
             deadline = time.monotonic() + timeout_s
@@ -187,6 +192,14 @@ class GuardedDb:
                 _give(worker)
             else:
                 worker.kill()
+
+    def _reconnect(self) -> None:
+        """A fresh worker on the database that opened before: failing now is infrastructure (the
+        file went away or became unreadable mid-episode), whatever SQLite says."""
+        try:
+            self._connect()
+        except (sqlite3.Error, sqlite3.Warning) as e:
+            raise WorkerLost(f"the SQL worker could not reopen {self.path}: {e}") from None
 
     def _connect(self) -> dict[str, str]:
         """Take a worker and open the database in it; its schema."""

@@ -8,12 +8,14 @@ SQLite file and questions), ``tiering`` (tiers from query structure). The databa
 
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
+from trajforge.envs.sql.failures import wrong_answer_kind
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.tasks import generate_sql_tasks, reasoning_for
 from trajforge.envs.sql.tiering import plan_tier
 
 SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, tier=plan_tier, reasoning=reasoning_for,
-               summary="questions about a seeded retail SQLite database (or your own file)")
+               summary="questions about a seeded retail SQLite database (or your own file)",
+               wrong_answer=wrong_answer_kind)
 
 __all__ = ["SPEC", "SqlEnv"]
 

@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
-from trajforge.envs.base import Environment, ToolError, Verdict
-from trajforge.envs.sql.results import result_contains, typed_cell
+from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
+from trajforge.envs.sql.hints import EMPTY_NOTE, sql_error, tables_hint
+from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
 
 # The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
 from trajforge.envs.sqlworker import MAX_VALUE_BYTES, quote_ident  # noqa: F401 - re-exported
 from trajforge.envs.sqlworker import authorize as _authorize  # noqa: F401
+from trajforge.parse.limits import short
 from trajforge.schema import Task
 
 
@@ -177,8 +179,8 @@ class SqlEnv(Environment):
         self._require_db()
         key = table.strip().strip("\"'`[]").lower()
         if key not in self._schema:
-            raise ToolError(f"no table {table!r}; tables: {', '.join(self._schema)}",
-                            kind="unknown_table")
+            raise ToolError(f"no table {short(table)}; {tables_hint(key, list(self._schema))}",
+                            kind="no_such_table")
         self.reach("explored_schema")
         return self._schema[key]
 
@@ -216,7 +218,7 @@ class SqlEnv(Environment):
 
     def _require_db(self) -> GuardedDb:
         if self._db is None:
-            raise RuntimeError("SqlEnv used before reset(task)")  # caller bug -> env_fault
+            raise InfraError("SqlEnv used before reset(task)")  # caller bug -> env_fault
         return self._db
 
     def _explain(self, e: Exception) -> str:
@@ -232,7 +234,25 @@ class SqlEnv(Environment):
             return f"query exceeded the {MEMORY_MB} MB memory limit"
         if "one statement at a time" in msg:
             return "run one SQL statement per call"
+        if "null character" in msg or "surrogates not allowed" in msg or "can't encode" in msg:
+            return "the query contains a character SQL text cannot hold (a NUL or a lone surrogate)"
         return msg
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run a tool, then the SQL error path for every tool at once: an ``sql_error`` a tool
+        raised gets its finer kind and what exists instead (``sql/hints.py``), a database file that
+        failed becomes an InfraError, and a ``run_sql`` result that found nothing says so."""
+        try:
+            out = super().call_tool(name, arguments)
+        except ToolError as e:
+            if e.kind != "sql_error":
+                raise
+            query = arguments.get("query")
+            raise sql_error(str(e), query if isinstance(query, str) else "", self._schema) from None
+        last = self.last_result
+        if name == "run_sql" and last is not None and last.complete and found_nothing(last.rows):
+            out += f" — {EMPTY_NOTE}"  # on the footer line: the run_sql format keeps it last
+        return out
 
 
 def _strip_comments(sql: str) -> str:
