@@ -11,6 +11,6 @@ def test_table_and_html_show_every_tier():
     console = Console(record=True, width=200)
     console.print(rich_table(results, title="t"))
     text = console.export_text()
-    assert "tuned" in text and "easy" in text and "hard" in text and "50%" in text and "[15%, 85%]" in text
+    assert "tuned" in text and "easy" in text and "hard" in text and "50%" in text and "15-85%" in text
     html = html_report(results, "Run <1>", extra={"timings (s)": {"train": 3}})
     assert "Run &lt;1&gt;" in html and "wrong_answer: 2" in html and html.count("<tr>") == 4
