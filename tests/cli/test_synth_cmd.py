@@ -66,6 +66,8 @@ def test_byo_questions(tmp_path):
         + json.dumps({"question": "Broken?", "sql": "SELECT FROM pets"}) + "\n")
     out = tmp_path / "pets.jsonl"
     res = run("--env", "sql", "--db", db, "--questions", questions, "--out", out)
+    assert res.exit_code == 2 and '2 of 3 rows have no "split"' in " ".join(res.output.split())
+    res = run("--env", "sql", "--db", db, "--questions", questions, "--out", out, "--split", "train")
     assert res.exit_code == 0, res.output
     tasks = read_tasks(out)
     assert [(t.expected, t.split) for t in tasks] == [(2, "train"), (["Tom", "Fido"], "test")]
@@ -119,13 +121,19 @@ def test_unreachable_llm(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--env", "nope"], "unknown environment 'nope'"),
     (["--db", "missing.sqlite", "--questions", "q.jsonl"], "missing.sqlite does not exist"),
-    (["--questions", "q.jsonl"], "--questions needs --db"),
+    (["--questions", "q.jsonl", "--split", "dev"], "--questions needs --db FILE, or --db-dir DIR"),
+    (["--questions", "q.jsonl", "--db-dir", "nodir"], "database folder nodir does not exist"),
+    (["--questions", "q.jsonl", "--split", " dev"], "' dev' is not a split label"),
+    (["--questions", "q.jsonl", "--dedup", "fuzzy"], "--dedup must be exact or near"),
+    (["--questions", "q.jsonl", "--compare", "bag"], "--compare must be one of multiset, set"),
+    (["--db-dir", "."], "--db-dir and --dedup are for --questions"),
     (["--llm", "http://127.0.0.1:9/v1"], "--llm needs --llm-model"),
     (["--tier", "extreme"], "'extreme' is not a tier"),
     (["--pool", "nothere.jsonl"], "nothere.jsonl does not exist"),
 ])
 def test_clear_errors(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.jsonl").write_text('{"question": "How many?", "sql": "SELECT 1"}\n')
     res = run(*args, "--out", tmp_path / "x.jsonl")
     assert res.exit_code == 2
     assert message in " ".join(res.output.split())
