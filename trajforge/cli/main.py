@@ -137,7 +137,8 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     pols = [_policy(spec, name[i] if i < len(name) else None) for i, spec in enumerate(policy)]
     store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))
     which = f"split {split!r}" if split else f"all splits ({_split_counts(pool)})"
-    console.print(f"evaluating {which}: {len(pool)} tasks from {tasks}", highlight=False, markup=False,
+    console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'} from {tasks}",
+                  highlight=False, markup=False,
                   soft_wrap=True)
     results = compare(pool, pols, store, harness=harness)
     console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
