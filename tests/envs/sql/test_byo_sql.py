@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 
 import pytest
 
@@ -162,3 +163,29 @@ def test_tables_read():
     tables = ["authors", "books", "book reviews"]
     assert tables_read('SELECT * FROM "book reviews" r JOIN books b ON 1 WHERE x = \'authors\'',
                        tables) == ["book reviews", "books"]
+
+
+def test_hostile_question_files_are_read_safely_and_within_budget(files, tmp_path):
+    db, _ = files
+    questions = tmp_path / "hostile.jsonl"
+    rows = [b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b', "sql": "SELECT 1"}',  # nested too deep
+            b"\xff\xfe not utf-8",
+            json.dumps([1, 2]).encode(),                                                   # not an object
+            json.dumps({"question": "q", "sql": "SELECT 1", "split": "a\u0000b"}).encode(),  # bad label
+            json.dumps({"question": "Forever?", "sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                        "SELECT x + 1 FROM c) SELECT count(*) FROM c"}).encode(),          # never ends
+            json.dumps({"question": "Fine?", "sql": "SELECT 1", "split": "dev"}).encode()]
+    questions.write_bytes(b"\n".join(rows) + b"\n")
+    start = time.perf_counter()
+    report = questions_to_tasks(db, questions, split="train")
+    assert time.perf_counter() - start < 15
+    assert [(r.source, r.reason) for r in report.rejected] == [
+        ("hostile.jsonl:1", "bad_line"), ("hostile.jsonl:2", "bad_line"), ("hostile.jsonl:3", "bad_line"),
+        ("hostile.jsonl:4", "bad_line"), ("hostile.jsonl:5", "sql_error")]
+    assert "time limit" in report.rejected[-1].detail and "split" in report.rejected[3].detail
+    assert [t.prompt for t in report.tasks] == ["Fine?"]
+    # A file that starts like a JSON array but is not one is refused as a whole, by name.
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"question": "a", "sql": "SELECT 1"}, ')
+    with pytest.raises(QuestionsError, match="broken.json starts like a JSON array but is not JSON"):
+        questions_to_tasks(db, broken, split="dev")
