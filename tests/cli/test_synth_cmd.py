@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 
@@ -147,3 +148,16 @@ def test_tier_by_a_policys_solve_rate(tmp_path):
     # The expert solves every task, so measured difficulty makes them all easy.
     assert {t.tier for t in read_tasks(out)} == {"easy"}
     assert table_row(res.output, "kept")[:3] == ["12", "0", "0"]
+
+
+def test_llm_tasks_on_your_database_record_its_hash(tmp_path):
+    db = tmp_path / "shop.sqlite"
+    db.write_bytes(ensure_db(0).read_bytes())
+    out = tmp_path / "t.jsonl"
+    with ScriptedChatServer([sports_proposal()]) as srv:
+        res = run("--env", "sql", "--db", db, "--llm", srv.url, "--llm-model", "m", "--n", 1,
+                  "--max-requests", 1, "--out", out, "--llm-concurrency", 1)
+    assert res.exit_code == 0, res.output
+    [task] = read_tasks(out)
+    assert task.db == str(db.resolve())
+    assert task.db_sha256 == hashlib.sha256(db.read_bytes()).hexdigest()

@@ -97,6 +97,7 @@ def synth(
         report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
     else:
         report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options)
+    report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
     _keep_tiers(report, wanted)
@@ -221,6 +222,15 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
     except ValueError as e:
         _fail(f"{e}; use --llm to have an LLM write tasks for it")
     raise AssertionError("unreachable")
+
+
+def _with_db_hashes(tasks):
+    """Tasks on a database file (LLM-written ones too) record its content hash, so a file changed
+    later is refused by name instead of grading against stale answers (``envs/sql/dbfile.py``)."""
+    from trajforge.envs.sql.dbfile import db_digest
+
+    return [t.model_copy(update={"db_sha256": db_digest(t.db)}) if t.db and t.db_sha256 is None else t
+            for t in tasks]
 
 
 def _retier(tasks, spec: str, k: int):

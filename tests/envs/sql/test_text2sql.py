@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from tests.text2sql import build, database
 from trajforge.cli.main import app
+from trajforge.envs import env_toolset
 from trajforge.envs.sql.byo import questions_to_tasks
 from trajforge.envs.sql.dbfile import DatabaseChanged, check_database, db_digest
 from trajforge.harness import run_episodes
@@ -72,6 +73,9 @@ def test_every_row_whose_gold_sql_runs_becomes_a_task(root, tmp_path):
     assert ("same gold query: 4 groups (10 rows); 4 cross splits (dev/test 1, dev/train 3, test/train 1, "
             "train/validation 1)") in text
     assert "questions.jsonl:1 (train), questions.jsonl:4 (dev)" in text
+    # Both toolsets travel with the pool, each task naming its own.
+    assert {t.toolset_fingerprint for t in tasks} == {env_toolset("sql").fingerprint, env_toolset("sql-exec").fingerprint}
+    assert {f.stem for f in (tmp_path / "toolsets").iterdir()} == {t.toolset_fingerprint for t in tasks}
     assert all(solved(tasks))
 
 
