@@ -102,6 +102,10 @@ class _Worker:
             self.kill()
             return None
         fd = self.proc.stdout.fileno()
+        # poll, not select: select cannot wait on descriptors past 1024, which a process running
+        # many episodes at once (each with its worker's pipes) soon has.
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         buf = bytearray()
         deadline = time.monotonic() + wait_s
         while not buf.endswith(b"\n"):
@@ -109,8 +113,7 @@ class _Worker:
             if remaining <= 0 or len(buf) > _MAX_REPLY_BYTES:
                 self.kill()
                 return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if ready:
+            if poller.poll(remaining * 1000):
                 data = os.read(fd, 1 << 20)
                 if not data:
                     self.kill()

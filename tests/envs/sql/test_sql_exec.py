@@ -152,3 +152,24 @@ def test_builtin_templates_in_execution_mode_are_solved_by_the_expert(tmp_path, 
     trajs = run_episodes(report.tasks, make_policy("expert"))
     assert all(t.verdict.correct for t in trajs), [t.verdict.detail for t in trajs if not t.verdict.correct]
     assert make_env("sql-exec").final_tool == "submit_query"
+
+
+def test_a_process_with_many_open_descriptors_still_talks_to_its_workers(db):
+    # Hundreds of episodes at once each hold a worker's pipes: waiting on one numbered past 1024
+    # must work (select() cannot).
+    import os
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1300:
+        pytest.skip(f"needs 1300 open files, the limit is {soft}")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        guarded = GuardedDb(db)
+        try:
+            assert guarded.rows("SELECT count(*) FROM people", 2.0, 10).rows == [(130,)]
+        finally:
+            guarded.close()
+    finally:
+        for fd in held:
+            os.close(fd)
