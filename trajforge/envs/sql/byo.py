@@ -164,7 +164,7 @@ def question_task(db: Path, q: Question, env: str = "sql", compare: str = "multi
         try:
             return verified(probe, [*calls, query, ToolCall(name="submit_answer", arguments={"answer": answer})])[0]
         except PlanRejected:
-            pass  # e.g. a top-1 that ties with its runner-up: the whole result is the answer then
+            pass  # e.g. values longer than run_sql shows whole: the whole result is the answer then
     scored = probe.model_copy(update={"env": EXEC_ENV, "expected": {"compare": compare},
                                       "id": task_id(db, q, occurrence, "set" if compare == "set" else "exec")})
     return verified(scored, [*calls, query, ToolCall(name="submit_query", arguments={"query": q.sql})])[0]

@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, ToolError, Verdict
-from trajforge.envs.sql.results import result_contains, typed_cell
 from trajforge.envs.sql.dbfile import check_database
+from trajforge.envs.sql.results import result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb, ResultSet
 
