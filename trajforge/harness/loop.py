@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from trajforge.envs import Environment, env_class, make_env
 from trajforge.envs.toolsets import KNOWN, class_toolset
+from trajforge.harness.budget import turn_budget
 from trajforge.harness.faults import HARNESS_ERROR, act_each, fault
 from trajforge.parse.base import ParseResult, backstop
 from trajforge.parse.limits import as_text
@@ -33,8 +34,9 @@ from trajforge.schema import (Fault, Message, Step, Task, ToolCall, ToolResult, 
 class HarnessConfig(BaseModel):
     """How episodes are run."""
 
-    max_turns: int = 8
-    """Assistant turns per episode before it ends with ``max_turns``."""
+    max_turns: int | None = None
+    """Assistant turns per episode before it ends with ``max_turns``; None: each task's own budget
+    (twice its reference plus slack, else its environment's default; ``harness.budget``)."""
     max_consecutive_errors: int = 3
     """Turns in a row without any valid call before the episode ends."""
     instructions: str | None = None
@@ -160,7 +162,7 @@ class Episode:
         self.errors_in_row = 0 if parsed.calls else self.errors_in_row + 1
         if not self.end and self.errors_in_row >= cfg.max_consecutive_errors:
             self.end = "max_errors"
-        if not self.end and len(self.steps) >= cfg.max_turns:
+        if not self.end and len(self.steps) >= turn_budget(self.task, cfg.max_turns):
             self.end = "max_turns"
 
     def finish(self) -> Trajectory:
