@@ -29,3 +29,45 @@ def test_train_dpo_and_grpo_from_the_cli(tiny_model, sql_tasks, expert_trajs, tm
     assert res.exit_code == 0, res.output
     meta = json.loads((tmp_path / "grpo" / "trajforge_adapter.json").read_text())
     assert meta["result"]["resumed_from"] == 1
+
+
+def _store(tmp_path, trajs):
+    store = TrajectoryStore(tmp_path / "store")
+    for t in trajs:
+        store.append(t)
+    return str(tmp_path / "store")
+
+
+def test_load_in_4bit_without_bitsandbytes_or_cuda_is_a_clear_error(tiny_model, expert_trajs, tmp_path):
+    # Neither machine here can install bitsandbytes: this is the path every CPU user meets.
+    res = runner.invoke(app, ["train", "sft", "--data", _store(tmp_path, expert_trajs[:4]), "--model", tiny_model,
+                              "--out", str(tmp_path / "a"), "--load-in-4bit"])
+    assert res.exit_code == 2, res.output
+    assert "bitsandbytes" in res.output and "4bit" in res.output.replace("-", "")
+    assert "Traceback" not in res.output and not (tmp_path / "a" / "adapter_model.safetensors").exists()
+    res = runner.invoke(app, ["train", "sft", "--data", _store(tmp_path, expert_trajs[:4]), "--model", tiny_model,
+                              "--out", str(tmp_path / "b"), "--load-in-4bit", "--load-in-8bit"])
+    assert res.exit_code == 2 and "exclude each other" in res.output, res.output
+
+
+def test_max_len_skips_whole_samples_counts_and_prints_them(tiny_model, expert_trajs, tmp_path):
+    from transformers import AutoTokenizer
+
+    from trajforge.train.sft import SFTConfig, build_samples, select
+
+    # The lengths the trainer will see, from the same builder; a limit between the shortest and
+    # the longest sample skips some whole and cuts none.
+    data, _ = select(expert_trajs, SFTConfig())
+    samples, _ = build_samples(data, AutoTokenizer.from_pretrained(tiny_model), tiny_model,
+                               SFTConfig(max_len=10**6), {})
+    sizes = sorted(len(s.input_ids) for s in samples)
+    limit = sizes[len(sizes) // 2]
+    over = sum(1 for n in sizes if n > limit)
+    assert 0 < over < len(sizes)
+    res = runner.invoke(app, ["train", "sft", "--data", _store(tmp_path, expert_trajs), "--model", tiny_model,
+                              "--out", str(tmp_path / "a"), "--epochs", "1", "--r", "4", "--batch-size", "2",
+                              "--grad-accum", "1", "--replay-share", "0", "--max-len", str(limit)])
+    assert res.exit_code == 0, res.output
+    assert f"'too_long': {over}" in res.output  # printed with the result line
+    meta = json.loads((tmp_path / "a" / "trajforge_adapter.json").read_text())["result"]
+    assert meta["skipped"]["too_long"] == over and meta["samples"] == len(sizes) - over

@@ -62,6 +62,12 @@ class Runtime:
 
         self.acc = make_accelerator(cfg)
         self.cfg = cfg
+        if self.acc.device.type == "cpu":
+            # Activations then go back to the kernel when freed: no high-water marks of every
+            # batch shape seen (train/host_memory.py, benchmarks/host_memory.py).
+            from trajforge.train.host_memory import return_freed_blocks
+
+            return_freed_blocks()
         self.last_micro: Any = None
         """The previous micro-batch (a process with none in a step replays it with weight 0)."""
 

@@ -31,12 +31,23 @@ def lora_model(path: str, cfg: LoraSettings, init_adapter: str | None = None, de
     torch.manual_seed(cfg.seed)
     net = get_peft_model(net, LoraConfig(r=cfg.r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.dropout,
                                          target_modules=cfg.targets, task_type="CAUSAL_LM"))
-    if cfg.gradient_checkpointing:
+    if cfg.gradient_checkpointing and not fsdp_checkpoints():
         # Non-reentrant checkpointing: works with frozen inputs (no enable_input_require_grads hack),
         # with DDP's hooks and with torch.compile.
         # Active only in train mode, so in-loop evaluation and rollouts still generate with a cache.
         net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return net, tok
+
+
+def fsdp_checkpoints() -> bool:
+    """Will FSDP checkpoint the decoder layers itself (``accelerate launch`` with an FSDP config whose
+    ``fsdp_activation_checkpointing`` is on, as ``--distributed fsdp`` writes)? Then the model's own
+    checkpointing stays off: both at once recompute every layer twice and all-gather its shards
+    again in the backward pass (transformers' Trainer gives the same advice)."""
+    import os
+
+    return (os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+            and os.environ.get("FSDP_ACTIVATION_CHECKPOINTING", "").lower() == "true")
 
 
 def _tokenizer_of(adapter: str, fallback):

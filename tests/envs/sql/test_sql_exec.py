@@ -72,8 +72,8 @@ def test_a_submitted_query_runs_in_full_and_is_compared_with_the_gold_result(db)
     env.reset(task)
     # A failing submission is an error the agent sees; the episode goes on.
     bad = env.execute(call("submit_query", query="SELECT nope FROM people"))
-    assert not bad.ok and bad.error == "sql_error" and not env.done
-    assert env.execute(call("submit_query", query="DELETE FROM people")).error == "sql_error"
+    assert not bad.ok and bad.error == "no_such_column" and not env.done
+    assert env.execute(call("submit_query", query="DELETE FROM people")).error == "read_only"
     # Columns permuted and ORDER BY kept: still the gold result.
     assert env.execute(call("submit_query", query="SELECT score, id, name FROM people ORDER BY id")).ok
     verdict = env.verify()

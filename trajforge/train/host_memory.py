@@ -1,0 +1,53 @@
+"""Host memory that training on a CPU gives back between steps.
+
+What made ``train sft`` on a CPU grow to 15–24 GB was not a leak. glibc's malloc serves a block
+below its mmap threshold from the heap and, when such a block is freed, raises the threshold
+(up to 32 MiB on 64-bit) so that the next blocks of that size come from the heap too. Activations
+of a long batch — a few MiB to a few tens of MiB per tensor — then live in the heap; when they are
+freed the heap stays as large as it was (other blocks pin its top), and a longer batch later adds
+more on top. Resident memory keeps the high-water mark of every batch shape seen so far, several
+times what torch holds at any moment (``benchmarks/host_memory.py`` measures both, side by side).
+
+Fixing the threshold (``mallopt(M_MMAP_THRESHOLD, …)``, which also turns the dynamic raise off)
+makes every tensor above it its own mapping, returned to the kernel when torch frees it, so the
+resident peak follows what is alive. ``TRAJFORGE_MMAP_THRESHOLD`` sets the bytes (``0`` leaves
+glibc's behaviour); other C libraries (macOS, musl) are left as they are.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+MMAP_THRESHOLD = 1 << 20
+"""Blocks of at least 1 MiB get their own mapping. Below it live the many small allocations of
+Python and torch's bookkeeping, for which a system call each would cost more than it saves."""
+
+_M_MMAP_THRESHOLD = -3  # from glibc's malloc.h
+_applied: int | None = None
+
+
+def return_freed_blocks() -> int:
+    """Set this process's mmap threshold once (glibc only); returns the threshold in force (0:
+    unchanged)."""
+    global _applied
+    if _applied is not None:
+        return _applied
+    want = int(os.environ.get("TRAJFORGE_MMAP_THRESHOLD", MMAP_THRESHOLD))
+    _applied = 0
+    if want <= 0:
+        return 0
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        if getattr(libc, "gnu_get_libc_version", None) is None:
+            return 0  # not glibc: its allocator has other rules
+        if libc.mallopt(_M_MMAP_THRESHOLD, want) == 1:
+            _applied = want
+    except (OSError, AttributeError) as e:
+        log.debug("mallopt unavailable (%s); host memory is left to the C library", e)
+    return _applied
