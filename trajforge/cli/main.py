@@ -11,6 +11,7 @@
     trajforge parse --dialect auto --tools tools.json < output.txt
     trajforge migrate store/ --tasks tasks.jsonl --out store-v2/ --rename-arg run_sql.query=sql
     trajforge demo
+    trajforge doctor runs/demo
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from trajforge.cli import serve_cmd
 from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
+from trajforge.cli import doctor_cmd
 from trajforge.cli.options import with_configs
 from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with_reward_flags
 from trajforge.grade.reward import RewardConfig
@@ -165,6 +167,7 @@ app.command("serve")(serve_cmd.serve)
 app.command("report")(report_cmd.report)
 app.command("view")(view_cmd.view)
 app.command("migrate")(migrate_cmd.migrate)
+app.command("doctor")(doctor_cmd.doctor)
 
 def main() -> None:
     """The ``trajforge`` console script: the app, plus a clear message (not a traceback) when a
