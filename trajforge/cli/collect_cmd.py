@@ -22,6 +22,8 @@ import typer
 from rich.console import Console
 
 from trajforge.cli.options import Options, with_configs
+from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with_reward_flags
+from trajforge.grade.reward import RewardConfig
 from trajforge.harness.concurrent import CollectConfig
 from trajforge.harness.loop import HarnessConfig
 
@@ -52,7 +54,7 @@ SCALE = Options(CollectConfig, flags={"request_timeout_s": "--request-timeout", 
 """The collection's scale options; the ``_s`` of a field in seconds is left off its flag."""
 
 
-@with_configs(harness=HarnessConfig, scale=SCALE)
+@with_configs(config_file=True, harness=HarnessConfig, scale=SCALE, rewards=REWARDS)
 def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             policy: str = typer.Option(..., help="expert, hf:MODEL[@ADAPTER] or openai:BASE_URL#MODEL"),
             out: Path = typer.Option(..., help="store directory"),
@@ -62,20 +64,22 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             resume: bool = typer.Option(False, "--resume", help="report what an interrupted run had "
                                         "in flight (finished episodes are always skipped)"),
             retry_faults: bool = typer.Option(False, help="also rerun episodes stored as env_fault"),
-            harness: HarnessConfig = None, scale: CollectConfig = None) -> None:
+            reward_weights: list[str] = REWARD_WEIGHTS, milestone_bonus: list[str] = MILESTONE_BONUS,
+            harness: HarnessConfig = None, scale: CollectConfig = None, rewards: RewardConfig = None) -> None:
     """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
     from trajforge.cli.main import _load_tasks, _policy
     from trajforge.eval.run import collect as run_collect
 
     if executor not in ("asyncio", "ray"):
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
+    rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
     pool = _load_tasks(tasks, split)
     pol = _policy(policy, name, temperature)
     if resume:
         _report_interrupted(out)
     try:
         new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
-                          retry_faults=retry_faults)
+                          retry_faults=retry_faults, rewards=rewards)
     except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
         _fail(str(e).strip("'\""))
     tiers: dict[str, int] = {}

@@ -11,6 +11,7 @@
     trajforge parse --dialect auto --tools tools.json < output.txt
     trajforge migrate store/ --tasks tasks.jsonl --out store-v2/ --rename-arg run_sql.query=sql
     trajforge demo
+    trajforge doctor runs/demo
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from trajforge.cli import serve_cmd
 from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
+from trajforge.cli import doctor_cmd
 from trajforge.cli.options import with_configs
+from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with_reward_flags
+from trajforge.grade.reward import RewardConfig
 from trajforge.cli.targets import refuse_target
 from trajforge.harness.loop import HarnessConfig
 from trajforge.tasks.splits import ROLES
@@ -100,13 +104,16 @@ def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0):
 
 
 @app.command()
-def grade(store: Path = typer.Argument(...)) -> None:
+@with_configs(config_file=True, rewards=REWARDS)
+def grade(store: Path = typer.Argument(...), reward_weights: list[str] = REWARD_WEIGHTS,
+          milestone_bonus: list[str] = MILESTONE_BONUS, rewards: RewardConfig = None) -> None:
     """(Re)grade every trajectory in a store in place and print the outcome counts."""
     from trajforge.grade import graded
     from trajforge.store import ShardBusy, TrajectoryStore
 
+    rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
     st = TrajectoryStore(store)
-    trajs = [graded(t) for t in st]
+    trajs = [graded(t, rewards) for t in st]
     if not trajs:
         _fail(f"no trajectories in {store}")
     try:
@@ -160,6 +167,7 @@ app.command("serve")(serve_cmd.serve)
 app.command("report")(report_cmd.report)
 app.command("view")(view_cmd.view)
 app.command("migrate")(migrate_cmd.migrate)
+app.command("doctor")(doctor_cmd.doctor)
 
 def main() -> None:
     """The ``trajforge`` console script: the app, plus a clear message (not a traceback) when a

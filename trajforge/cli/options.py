@@ -14,7 +14,8 @@ default is the field's default and whose help is the first sentence of the field
 
 ``Options`` narrows or renames what is generated: ``only=`` / ``exclude=`` (field names),
 ``flags=`` ({field: "--flag"}), ``partial=True`` (the command gets a dict of the given values, for
-configs whose required fields it supplies itself). A value the config rejects exits with code 2
+configs whose required fields it supplies itself), ``file_only=`` (fields with no flag that
+``--config`` may still set: nested tables such as ``RewardConfig.per``). A value the config rejects exits with code 2
 and names the flag. ``with_configs(config_file=True, ...)`` adds ``--config FILE.toml``: a table
 per section (``[sft]``, ``[harness]``; top-level keys when there is one section) whose keys are
 field names; a flag given on the command line wins over the file, the file over the default.
@@ -48,6 +49,8 @@ SECTIONS_ATTR = "__trajforge_options__"
 """Attribute a generated command carries: ``{parameter name: (config class, field name)}``."""
 CONFIGS_ATTR = "__trajforge_configs__"
 """Attribute a generated command carries: the config classes it takes."""
+FILE_ONLY_ATTR = "__trajforge_file_only__"
+"""Attribute a generated command carries: ``{(config class, field)}`` settable only from ``--config``."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class Options:
     flags: dict[str, str] = field(default_factory=dict)
     partial: bool = False
     """Pass a dict of the option values instead of a built config (the command adds the rest)."""
+    file_only: tuple[str, ...] = ()
+    """Fields with no flag that ``--config`` may still set (nested tables such as reward rules)."""
 
     def fields(self) -> list[str]:
         names = list(self.config.model_fields)
@@ -109,6 +114,9 @@ def with_configs(config_file: bool = False,
             for section, spec in specs.items():
                 values = {n: kwargs.pop(f"{section}__{n}") for n in spec.fields()}
                 for name, value in from_file.get(section, {}).items():
+                    if name in spec.file_only:
+                        values[name] = value
+                        continue
                     if name not in values:
                         _fail(f"--config: {spec.config.__name__} has no option {name!r} here")
                     if values[name] == field_default(spec.config, name):  # a flag given wins
@@ -127,6 +135,7 @@ def with_configs(config_file: bool = False,
         command.__annotations__ = {p.name: p.annotation for p in params}
         setattr(command, SECTIONS_ATTR, origin)
         setattr(command, CONFIGS_ATTR, tuple(spec.config for spec in specs.values()))
+        setattr(command, FILE_ONLY_ATTR, {(spec.config, n) for spec in specs.values() for n in spec.file_only})
         return command
 
     return decorate
@@ -246,7 +255,9 @@ def check_defaults(command: Callable[..., Any]) -> list[str]:
         if not hasattr(default, "default"):
             continue
         cfg_field = origin.get(param.name) or fields_by_flag.get(_flag_of(param))
-        if cfg_field is None:
+        # A file-only field has no flag: a hand-written option of its name takes another form
+        # (``--milestone-bonus travel=0.2``) and is not a second default for it.
+        if cfg_field is None or cfg_field in getattr(command, FILE_ONLY_ATTR, set()):
             continue
         cfg, name = cfg_field
         want = field_default(cfg, name)

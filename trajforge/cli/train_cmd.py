@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from trajforge.cli.options import Options, with_configs
+from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, with_reward_flags
 from trajforge.cli.targets import refuse_target
 from trajforge.train.dpo import DPOConfig
 from trajforge.train.grpo import GRPOConfig
@@ -162,13 +163,14 @@ def dpo(cfg: DPOConfig = None, data: Path = typer.Option(..., help="store with s
 
 
 @app.command("grpo")
-@with_configs(config_file=True, cfg=Options(GRPOConfig, exclude=HIDDEN + ("explore", "rewards")))
+@with_configs(config_file=True, cfg=Options(GRPOConfig, exclude=HIDDEN + ("explore", "rewards"), file_only=("rewards",)))
 def grpo(cfg: GRPOConfig = None, tasks: Path = typer.Option(..., help="task pool to roll out on"), split: str = "train",
          model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
          init_adapter: Optional[Path] = typer.Option(None, help="adapter to start from (e.g. SFT)"),
          resume: bool = False, eval_tasks: Optional[Path] = None, eval_split: str = "test",
          processes: int = PROCESSES, load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT,
-         max_minutes: float = MAX_MINUTES) -> None:
+         max_minutes: float = MAX_MINUTES, reward_weights: list[str] = REWARD_WEIGHTS,
+         milestone_bonus: list[str] = MILESTONE_BONUS) -> None:
     """GRPO: sampled rollouts in the harness, group-relative advantages, loss on sampled tokens."""
     from trajforge.tasks.pool import read_tasks
     from trajforge.train.grpo import train_grpo
@@ -177,6 +179,7 @@ def grpo(cfg: GRPOConfig = None, tasks: Path = typer.Option(..., help="task pool
     if not pool:
         _fail(f"no {split!r} tasks in {tasks}")
     cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
+    cfg = cfg.model_copy(update={"rewards": with_reward_flags(cfg.rewards, reward_weights, milestone_bonus)})
     _launch(processes, cfg, out, model)
     res = _guard(lambda: train_grpo(pool, model, out, cfg, init_adapter=str(init_adapter) if init_adapter else None,
                                     resume=resume, evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))

@@ -6,7 +6,8 @@
     from trajforge.eval.report import write_report
     write_report("runs/demo")
 
-The page holds: a before/after table (completion, tool-call validity after repair and strict, with
+The page holds: a diagnosis (``trajforge doctor``'s findings: what looks wrong, the numbers, the
+next thing to try), a before/after table (completion, tool-call validity after repair and strict, with
 95% Wilson intervals; average turns and reward with 95% normal intervals of the mean), completion
 per task tier and per environment, outcome tiers and the fail_reason breakdown, the distribution of
 each reward component, learning curves when the run trained, and the tasks that flipped between the
@@ -28,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 
 from trajforge.eval import plots
 from trajforge.eval.conversation import conversation_html, esc, static_text
+from trajforge.eval.doctor import diagnose_run
 from trajforge.eval.metrics import evaluate, wilson
 from trajforge.eval.rundir import Pair, Run, load_run, pick_pair
 from trajforge.schema import Trajectory
@@ -249,6 +251,24 @@ def _curves_section(run: Run) -> str:
     return "".join(out)
 
 
+def _diagnosis_section(run: Run) -> str:
+    """What ``trajforge doctor`` finds (eval/doctor.py), each finding with its numbers and next step."""
+    diagnosis = diagnose_run(run)
+    rows = [[f'<span class="badge tier-{_STATUS_CLASS[f.status]}">{esc(f.status)}</span> <b>{esc(f.rule)}</b>',
+             esc(f.title) + (f' <span class="kn">{esc(f.source)}</span>' if f.source else ""), esc(f.cause),
+             esc(", ".join(f"{k}={v}" for k, v in f.evidence.items())), esc(f.next_step)]
+            for f in diagnosis.findings]
+    skipped = [c for c in diagnosis.checks if c.result == "not checked"]
+    note = ('<p class="note">Not checked: ' + "; ".join(f"{esc(c.rule)} ({esc(c.note)})" for c in skipped) + "</p>"
+            if skipped else "")
+    return ("<h2>Diagnosis</h2>" + _table(["finding", "what was seen", "likely cause", "numbers", "next step"], rows)
+            + note)
+
+
+_STATUS_CLASS = {"problem": "failed", "warning": "recovered", "healthy": "success"}
+"""Doctor statuses drawn with the outcome badges' colours."""
+
+
 def _outcome_cell(t: Trajectory) -> str:
     o = t.outcome
     tier = o.tier if o else "ungraded"
@@ -336,6 +356,7 @@ def build_report(run: Run, pair: Pair | None = None, title: str | None = None) -
     title = title or f"trajforge report: {run.root.name or run.root}"
     body = [
         f"<h1>{esc(title)}</h1>", _headline(stats, pair, run.episodes), _facts(run),
+        _diagnosis_section(run),
         "<h2>Policies</h2>", _summary_table(stats, pair),
         ('<p class="note">Rates count episodes not graded env_fault; validity counts assistant turns with a '
          "valid call and no invalid one (strict: and no parser repair). Completion and validity intervals are "

@@ -8,6 +8,8 @@ A run directory is any directory; nothing about its layout is assumed beyond thi
   expert's training episodes) and ``eval_store/`` (base and tuned on the held-out split).
 - **Policies** are the names recorded in the trajectories, in order of first appearance (shards in
   path order, lines in append order, so a policy evaluated first comes first).
+- **Adapters**: every ``trajforge_adapter.json`` a trainer saved (its config: learning rate,
+  epochs, tiers...; its result: samples, steps, tokens), outside checkpoint folders.
 - **Before / after**: given explicitly; else the first and last key of ``metrics.json``'s
   ``policies`` (what ``trajforge demo`` writes) when both are in the stores; else the two policies
   that attempted the most (task, sample) pairs in common, in order of appearance. With fewer than
@@ -23,8 +25,10 @@ A run directory is any directory; nothing about its layout is assumed beyond thi
   ``loss`` (a number) is the training loss at that optimizer step; ``eval`` holds metrics of the
   evaluation run during training at that step: each numeric entry becomes a curve (``step`` and
   ``n`` inside it are bookkeeping and skipped; nested or null entries are not plottable and
-  skipped). ``recipe`` names the curves in the report. Other keys are ignored, so the trainer may
-  log more. A torn last line (the trainer was killed mid-write) is skipped and noted; any other
+  skipped). ``recipe`` names the curves in the report. Every other numeric key (``lr``,
+  ``grad_norm``, ``memory_gb``, ``skipped_nonfinite``, GRPO's ``reward`` and ``solved``...)
+  becomes a curve in ``Curves.scalars``, which ``trajforge doctor`` reads; ``NaN`` and
+  ``Infinity`` are kept (a non-finite gradient norm is a finding); other keys are ignored. A torn last line (the trainer was killed mid-write) is skipped and noted; any other
   bad line is an error naming the file and line.
 """
 
@@ -40,11 +44,14 @@ from pydantic import BaseModel, Field
 
 from trajforge.schema import Trajectory
 from trajforge.store import TrajectoryStore
+from trajforge.store.migrate import ADAPTER_META
 
 CURVES_FILE = "curves.jsonl"
 METRICS_FILE = "metrics.json"
 _TRAJECTORY_KEYS = ("task_id", "policy", "toolset_fingerprint")
 _EVAL_BOOKKEEPING = ("step", "n")
+_ROW_KEYS = ("step", "recipe", "loss", "eval")
+
 
 
 class Curves(BaseModel):
@@ -58,6 +65,8 @@ class Curves(BaseModel):
     """(step, training loss) points."""
     evals: dict[str, list[tuple[int, float]]] = Field(default_factory=dict)
     """Metric name → (step, value) points from evaluation during training."""
+    scalars: dict[str, list[tuple[int, float]]] = Field(default_factory=dict)
+    """Any other numeric key of the step rows (``lr``, ``grad_norm``...) → (step, value) points."""
 
 
 class Run(BaseModel):
@@ -75,6 +84,8 @@ class Run(BaseModel):
     """Learning curves found."""
     skipped: list[str] = Field(default_factory=list)
     """Torn lines skipped (``file:line``)."""
+    adapters: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Adapter metadata files found (path relative to ``root`` → their JSON)."""
 
     @property
     def policies(self) -> list[str]:
@@ -138,6 +149,9 @@ def read_curves(path: Path, root: Path) -> tuple[Curves, list[str]]:
             curves.recipe = row["recipe"]
         if "loss" in row:
             curves.loss.append((step, _number(row["loss"], where, "'loss'")))
+        for name, value in row.items():
+            if name not in _ROW_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
+                curves.scalars.setdefault(name, []).append((step, float(value)))
         if "eval" in row:
             if not isinstance(row["eval"], dict):
                 raise ValueError(f"{where}: 'eval' must be an object of metric → number, got {row['eval']!r:.60}")
@@ -158,13 +172,29 @@ def _read_metrics(root: Path) -> dict[str, Any] | None:
     return metrics if isinstance(metrics, dict) else None
 
 
-def load_run(root: str | Path) -> Run:
-    """Read every store, ``metrics.json`` and curves file under ``root``."""
+def _read_adapters(root: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in ([] if root.is_file() else sorted(root.rglob(ADAPTER_META))):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") or part == "checkpoints" for part in rel.parts):
+            continue
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from e
+        if isinstance(meta, dict):
+            found[str(rel)] = meta
+    return found
+
+
+def load_run(root: str | Path, require_stores: bool = True) -> Run:
+    """Read every store, ``metrics.json``, curves and adapter file under ``root``; a run without a
+    store is an error unless ``require_stores`` is False (a training run that never evaluated)."""
     root = Path(root)
     if not root.exists():
         raise ValueError(f"run directory {root} does not exist")
     shards = find_shards(root)
-    if not shards:
+    if not shards and require_stores:
         raise ValueError(f"no trajectory store under {root} (looked for *.jsonl files whose lines are "
                          f"trajectories)")
     base = root.parent if root.is_file() else root
@@ -180,7 +210,7 @@ def load_run(root: str | Path) -> Run:
         curves.append(c)
         skipped.extend(torn)
     return Run(root=root, shards=[str(p.relative_to(base)) for p in shards], episodes=episodes,
-               metrics=_read_metrics(root), curves=curves, skipped=skipped)
+               metrics=_read_metrics(root), curves=curves, skipped=skipped, adapters=_read_adapters(root))
 
 
 def pick_pair(run: Run, before: str | None = None, after: str | None = None) -> Pair | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trajforge.grade.outcome import grade
-from trajforge.grade.reward import RewardConfig, reward
+from trajforge.grade.reward import RewardConfig, RewardRule, reward
 from trajforge.harness.faults import GRADE_ERROR, fault
 from trajforge.schema import Outcome, RewardBreakdown, Trajectory
 
@@ -19,12 +19,12 @@ def graded(traj: Trajectory, cfg: RewardConfig | None = None) -> Trajectory:
         outcome = grade(traj)
         return traj.model_copy(update={"outcome": outcome, "reward": reward(traj, outcome, cfg)})
     except Exception as e:  # noqa: BLE001 - recorded on the trajectory, see the docstring
-        weights = (cfg or RewardConfig()).weights
+        chosen = (cfg or RewardConfig()).resolve_for(traj)
         return traj.model_copy(update={
             "outcome": Outcome(tier="failed", fail_reason=GRADE_ERROR),
-            "reward": RewardBreakdown(completion=0.0, step=0.0, efficiency=0.0, violation=0.0, weights=weights,
-                                      total=0.0),
+            "reward": RewardBreakdown(completion=0.0, step=0.0, efficiency=0.0, violation=0.0, weights=chosen.weights,
+                                      milestone_bonus=chosen.milestone_bonus, rule=chosen.rule, total=0.0),
             "faults": [*traj.faults, fault(GRADE_ERROR, e)]})
 
 
-__all__ = ["RewardConfig", "grade", "graded", "reward"]
+__all__ = ["RewardConfig", "RewardRule", "grade", "graded", "reward"]

@@ -5,32 +5,90 @@
 - efficiency: reference turns / turns used, for accepted answers only (fewer turns is better,
   never above 1).
 - violation: share of turns that contained a malformed or invalid call.
+
+Weights per environment or task type (``RewardConfig.per``): an SQL answer is one number and its
+milestones are few, a travel booking has many; one set of λ for both under-rewards one of them.
+A rule's key is ``ENV`` (``sql``), ``ENV/TIER`` (``sql/hard``) or ``*/TIER`` (``*/hard``); the
+most specific key that matches an episode chooses its weights and milestone bonus (``ENV/TIER``
+over ``ENV`` over ``*/TIER`` over the defaults), and what a rule leaves unset comes from the
+defaults. Tiers stand for task types because every trajectory records its task's tier (templates
+are not stored on trajectories). Each ``RewardBreakdown`` stores the weights, the bonus and the
+rule that chose them, so a store says how its rewards were computed.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import NamedTuple
+
+from pydantic import BaseModel, Field, field_validator
 
 from trajforge.schema import Outcome, RewardBreakdown, Trajectory
 
+Weights = tuple[float, float, float, float]
+DEFAULT_RULE = "default"
+"""``RewardBreakdown.rule`` of an episode no ``per`` key matched."""
+
+
+class RewardRule(BaseModel):
+    """Weights for the episodes of one environment or task type (unset: the defaults)."""
+
+    weights: Weights | None = None
+    """(l1 completion, l2 step, l3 efficiency, l4 violation); None keeps the default weights."""
+    milestone_bonus: float | None = None
+    """Step component added per milestone reached; None keeps the default bonus."""
+
+
+class Resolved(NamedTuple):
+    """What one episode's reward is computed with, and which rule chose it."""
+
+    weights: Weights
+    milestone_bonus: float
+    rule: str
+
 
 class RewardConfig(BaseModel):
-    """Weights of the composite reward."""
+    """Weights of the composite reward, with optional rules per environment or task type."""
 
-    weights: tuple[float, float, float, float] = (0.5, 0.3, 0.1, 0.1)
+    weights: Weights = (0.5, 0.3, 0.1, 0.1)
     """(l1 completion, l2 step, l3 efficiency, l4 violation)."""
     milestone_bonus: float = 0.1
     """Step component added per milestone reached."""
+    per: dict[str, RewardRule] = Field(default_factory=dict)
+    """Rules by ``ENV``, ``ENV/TIER`` or ``*/TIER`` key; the most specific match wins."""
+
+    @field_validator("per")
+    @classmethod
+    def _keys(cls, per: dict[str, RewardRule]) -> dict[str, RewardRule]:
+        for key in per:
+            parts = key.split("/")
+            env_only = len(parts) == 1 and parts[0] not in ("", "*")
+            if not (env_only or (len(parts) == 2 and all(parts))):
+                raise ValueError(f"reward rule key {key!r} must be ENV, ENV/TIER or */TIER")
+        return per
+
+    def resolve(self, env: str, tier: str) -> Resolved:
+        """The weights, bonus and rule for an episode of ``env`` on a task of ``tier``."""
+        for key in (f"{env}/{tier}", env, f"*/{tier}"):
+            rule = self.per.get(key)
+            if rule is not None:
+                return Resolved(rule.weights if rule.weights is not None else self.weights,
+                                rule.milestone_bonus if rule.milestone_bonus is not None else self.milestone_bonus,
+                                key)
+        return Resolved(self.weights, self.milestone_bonus, DEFAULT_RULE)
+
+    def resolve_for(self, traj: Trajectory) -> Resolved:
+        return self.resolve(traj.env, traj.tier)
 
 
 def reward(traj: Trajectory, outcome: Outcome, cfg: RewardConfig | None = None) -> RewardBreakdown:
-    cfg = cfg or RewardConfig()
-    l1, l2, l3, l4 = cfg.weights
+    chosen = (cfg or RewardConfig()).resolve_for(traj)
+    l1, l2, l3, l4 = chosen.weights
     turns = max(1, len(traj.steps))
     completion = 1.0 if outcome.correct else 0.0
-    step = cfg.milestone_bonus * len(traj.verdict.milestones if traj.verdict else ())
+    step = chosen.milestone_bonus * len(traj.verdict.milestones if traj.verdict else ())
     efficiency = min(1.0, traj.reference_turns / turns) if outcome.correct and traj.reference_turns else 0.0
     violation = sum(1 for s in traj.steps if s.errors) / turns
     total = l1 * completion + l2 * step + l3 * efficiency - l4 * violation
     return RewardBreakdown(completion=completion, step=step, efficiency=efficiency,
-                           violation=violation, weights=cfg.weights, total=round(total, 6))
+                           violation=violation, weights=chosen.weights, milestone_bonus=chosen.milestone_bonus,
+                           rule=chosen.rule, total=round(total, 6))

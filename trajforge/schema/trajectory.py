@@ -215,6 +215,11 @@ class RewardBreakdown(BaseModel):
     violation: float
     weights: tuple[float, float, float, float]
     total: float
+    milestone_bonus: float | None = None
+    """Step component per milestone this reward used (None in stores written before it was kept)."""
+    rule: str | None = None
+    """Which ``RewardConfig`` rule chose the weights and bonus: ``default``, or its ``per`` key
+    (``sql``, ``sql/hard``, ``*/hard``); None in stores written before it was kept."""
 
 
 class Rescue(BaseModel):

@@ -5,7 +5,8 @@ Each step:
 2. run ``group_size`` multi-turn rollouts per task with the *current* weights, sampled at
    ``temperature``, in the same harness as evaluation (real tools, real parser); optionally with
    guided exploration (harness/explore.py) rescuing failing rollouts;
-3. grade every rollout and compute its composite reward R (grade/reward.py, all components kept);
+3. grade every rollout and compute its composite reward R (grade/reward.py, all components kept;
+   ``rewards`` may weigh each environment or task type its own way, ``RewardConfig.per``);
 4. advantage = (R − group mean) / group std (``train/losses.group_advantages``); groups whose
    rollouts all score the same carry no signal and are dropped before any forward pass;
 5. loss on the policy's own sampled tokens only: a rollout's steps are packed into as few
