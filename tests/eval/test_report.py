@@ -59,8 +59,13 @@ def test_sections_links_and_conversations(run_dir, page):
         assert f"<code>{task}</code>" in section
         assert f'id="ep-{i}-before"' in section and f'id="ep-{i}-after"' in section
         assert f'href="#flip-{i}"' in page
-    for reason in ("invalid_args", "no_call", "wrong_answer"):
+    for reason in ("invalid_args", "no_call"):
         assert f"<b>{reason}</b>" in page
+    # Wrong answers are listed by the environment's finer kind (grade/outcome.py FAIL_REASONS).
+    from trajforge.grade.outcome import FAIL_REASONS
+
+    wrong = [r for r in FAIL_REASONS if r.endswith("_answer") or r in ("logic_break", "retrieval_miss")]
+    assert any(f"<b>{r}</b>" in page for r in wrong), wrong
 
 
 def test_page_is_self_contained_and_escaped(page):

@@ -60,8 +60,8 @@ def test_execute_replays_grades_and_stores_what_runs(chats, monkeypatch):
               "--tasks", pool)
     assert res.exit_code == 0, res.output
     text = flat(res.output)
-    assert (f"executed 10 of 12 conversations into {root / 'store'}: success 8, failed 2 (max_turns 1, "
-            "wrong_answer 1); environment results differed from the file's in 1") in text
+    assert (f"executed 10 of 12 conversations into {root / 'store'}: success 8, failed 2 (logic_break 1, "
+            "max_turns 1); environment results differed from the file's in 1") in text
     assert "not executed: no_task 1, no_turns 1" in text
     assert "chats:3: no_task: no task of the pool asks 'What is the meaning of life?'" in text
 
@@ -97,7 +97,7 @@ def test_ambiguous_tasks_and_environments_that_cannot_start_are_reported(chats, 
     db.unlink()
     run = execute_imported(imported, [asks[0], twin, moved], env="sql")
     assert [(s.reason, s.detail.split(":")[0]) for s in run.skipped] == [
-        ("ambiguous_task", "2 tasks with different answers ask it"), ("env_fault", "FileNotFoundError")]
+        ("ambiguous_task", "2 tasks with different answers ask it"), ("env_fault", "env_start")]
     assert run.trajectories == []
 
 

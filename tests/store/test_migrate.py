@@ -136,7 +136,7 @@ def test_cli_migrate_end_to_end(old_store, renamed, tmp_path):
     assert res.exit_code == 0, res.output
     assert "28 records: 0 relabelled (fingerprint only), 28 migrated, 28 re-verified, 0 dropped" in res.output
     again = CliRunner().invoke(app, ["migrate", str(root / "store"), "--out", str(tmp_path / "new")])
-    assert again.exit_code == 2 and "already holds records" in again.output
+    assert again.exit_code == 2 and "is a trajectory store folder; write elsewhere" in again.output
 
 
 def test_mapping_files_and_flags_agree(tmp_path):

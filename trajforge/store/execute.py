@@ -100,7 +100,11 @@ def execute_imported(trajs: Sequence[Trajectory], tasks: Iterable[Task], env: st
             skipped.append(Skipped(traj.task_id, "env_fault", f"{type(e).__name__}: {str(e)[:300]}"))
             continue
         if new.end == "env_fault" or any(r.fault for s in new.steps for r in s.results):
-            fault = next((r.content for s in new.steps for r in s.results if r.fault), new.end)
+            # What failed: the tool's own message, else the harness's fault record (an
+            # environment that could not start), else how the episode ended.
+            fault = next((r.content for s in new.steps for r in s.results if r.fault), None)
+            if fault is None:
+                fault = next((f"{f.kind}: {f.message}" for f in reversed(new.faults)), new.end)
             skipped.append(Skipped(traj.task_id, "env_fault", fault))
             continue
         diverged += _diverged(traj, new)
