@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
@@ -58,6 +58,16 @@ class SFTConfig(LoraSettings):
     """Tool-call dialect to train in; None: the trajectories' own, else the model's (data.training_dialect)."""
     render_mode: str = "dialect"
     """``dialect`` (its tool block) or ``template`` (the model's chat template renders the tools)."""
+
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _comma_tiers(cls, value: Any) -> Any:
+        """``--tiers success,recovered`` as well as ``--tiers success --tiers recovered``."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple)):
+            return [t.strip() for v in value for t in (v.split(",") if isinstance(v, str) else [v]) if t != ""]
+        return value
 
 
 class SFTResult(BaseModel):
