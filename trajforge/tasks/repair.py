@@ -113,7 +113,7 @@ def _refused(traj: Trajectory, task: Task, dialect: str) -> Mistake | None:
         problem = (step.errors[0].kind if step.errors
                    else next((r.error or "tool_error" for r in step.results if not r.ok), None))
         if problem is not None:
-            if any(r.fault for r in step.results) or any(r.ok for r in step.results) or i > len(task.reference):
+            if any(r.fault for r in step.results) or any(r.ok for r in step.results) or i >= len(task.reference):
                 return None  # a fault, or a call that did something: not a clean replay
             if traj.dialect != dialect and (step.errors or not step.calls):
                 return None  # parse errors are text in another dialect
