@@ -111,3 +111,23 @@ def test_sigkill_at_20_random_moments_then_resume_gives_each_episode_once(tmp_pa
     assert interrupted_runs(out) == []  # the finished run closed the books on the killed ones
     assert [p.name for p in store.shards()] == ["shard-0.jsonl"]  # each run reclaimed the shard
     json.loads((out / "logs" / "shard-0.jsonl").read_text().splitlines()[-1])  # log is readable
+
+
+def test_collect_repair_policy_makes_recovered_demonstrations(pool, tmp_path):
+    """``--policy repair``: the expert with a mistake first; ``--mistakes-from`` needs it."""
+    tasks, path = pool
+    small = tmp_path / "small.jsonl"
+    write_tasks(small, [t for t in tasks if t.split == "train"][:5])
+    out = tmp_path / "store"
+    res = runner.invoke(app, ["collect", "--tasks", str(small), "--policy", "repair", "--samples", "2",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    trajs = TrajectoryStore(out).read()
+    assert len(trajs) == 10 and {t.outcome.tier for t in trajs} == {"recovered"}
+    assert all(any(s.mistake for s in t.steps) for t in trajs) and {t.policy for t in trajs} == {"repair"}
+    res = runner.invoke(app, ["collect", "--tasks", str(small), "--policy", "expert", "--out", str(out),
+                              "--mistakes-from", str(out)])
+    assert res.exit_code == 2 and "--policy repair" in res.output
+    res = runner.invoke(app, ["collect", "--tasks", str(small), "--policy", "repair", "--out", str(tmp_path / "s2"),
+                              "--mistakes-from", str(out)])
+    assert res.exit_code == 0 and "0 refused turns" in " ".join(res.output.split())  # its own are not measured

@@ -4,6 +4,8 @@
     trajforge collect --tasks tasks.jsonl --policy openai:http://127.0.0.1:8000/v1#qwen --out store/ \\
         --samples 8 --temperature 0.7 --concurrency 64 --request-timeout 60 --tool-timeout 30
     trajforge collect ... --resume          # also say what the interrupted run had in flight
+    trajforge collect --tasks tasks.jsonl --policy repair --samples 2 --out store/ --split train \\
+        [--mistakes-from samples-store/]    # self-repair demonstrations (trajforge/tasks/repair.py)
 
 Resuming is what every run does: episodes whose idempotency key (task, policy, sampling, sample)
 is in the store are never run again, so rerunning a finished collection makes no model call.
@@ -48,6 +50,23 @@ def _report_interrupted(out: Path) -> None:
                       "those not in the store run again now")
 
 
+def _repair_policy(pool, mistakes_from: Optional[Path], name: Optional[str]):
+    """The repair policy over ``pool``, its mistakes measured in ``mistakes_from`` when given."""
+    from trajforge.policies.repair import RepairPolicy
+    from trajforge.tasks.repair import Planner, measured_mistakes
+
+    measured = None
+    if mistakes_from is not None:
+        from trajforge.store import TrajectoryStore
+
+        if not mistakes_from.is_dir():
+            _fail(f"--mistakes-from {mistakes_from}: no such store")
+        measured = measured_mistakes(TrajectoryStore(mistakes_from).read(), pool)
+        console.print(f"mistakes from {mistakes_from}: {sum(map(len, measured.by_task.values()))} refused turns "
+                      f"on {len(measured.by_task)} tasks; fail reasons {dict(measured.reasons.most_common(5))}")
+    return RepairPolicy(Planner(pool, measured), name=name or "repair")
+
+
 SCALE = Options(CollectConfig, flags={"request_timeout_s": "--request-timeout", "tool_timeout_s": "--tool-timeout",
                                       "episode_timeout_s": "--episode-timeout", "backoff_s": "--backoff",
                                       "backoff_max_s": "--backoff-max"})
@@ -56,7 +75,8 @@ SCALE = Options(CollectConfig, flags={"request_timeout_s": "--request-timeout", 
 
 @with_configs(config_file=True, harness=HarnessConfig, scale=SCALE, rewards=REWARDS)
 def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
-            policy: str = typer.Option(..., help="expert, hf:MODEL[@ADAPTER] or openai:BASE_URL#MODEL"),
+            policy: str = typer.Option(..., help="expert, repair (the expert, a mistake first: self-repair "
+                                       "demonstrations), hf:MODEL[@ADAPTER] or openai:BASE_URL#MODEL"),
             out: Path = typer.Option(..., help="store directory"),
             split: Optional[str] = None, samples: int = 1, name: Optional[str] = None,
             temperature: float = 0.0,
@@ -65,6 +85,8 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
                                         "in flight (finished episodes are always skipped)"),
             retry_faults: bool = typer.Option(False, help="also rerun episodes stored as env_fault"),
             reward_weights: list[str] = REWARD_WEIGHTS, milestone_bonus: list[str] = MILESTONE_BONUS,
+            mistakes_from: Optional[Path] = typer.Option(None, help="with --policy repair: a store of a model's "
+                                                         "graded samples whose own mistakes to replay"),
             harness: HarnessConfig = None, scale: CollectConfig = None, rewards: RewardConfig = None) -> None:
     """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
     from trajforge.cli.main import _load_tasks, _policy
@@ -74,7 +96,9 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
     rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
     pool = _load_tasks(tasks, split)
-    pol = _policy(policy, name, temperature)
+    if mistakes_from is not None and policy != "repair":
+        _fail("--mistakes-from goes with --policy repair")
+    pol = _repair_policy(pool, mistakes_from, name) if policy == "repair" else _policy(policy, name, temperature)
     if resume:
         _report_interrupted(out)
     try:

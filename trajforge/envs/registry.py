@@ -31,7 +31,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from trajforge.envs.base import Environment
-from trajforge.schema import Task, Tier, ToolCall, Trajectory
+from trajforge.schema import Mistake, Task, Tier, ToolCall, Trajectory
 
 if TYPE_CHECKING:
     from trajforge.tasks.pool import SynthReport
@@ -74,6 +74,13 @@ class EnvSpec:
     """How a submitted wrong answer went wrong, read off the trajectory (verdict, milestones, tool
     results): a fail reason such as ``retrieval_miss`` or ``logic_break`` (``grade/outcome.py``
     lists them); None, or a None result, grades it plain ``wrong_answer``."""
+    mistakes: Callable[[Task, Sequence[Task]], list[Mistake]] | None = None
+    """Realistic mistakes for a task's self-repair demonstrations (``trajforge.tasks.repair``):
+    ``mistakes(task, pool)`` gives this environment's wrong tables, columns, entities, nearest
+    templates, intermediate results (``pool``: the other tasks, for the nearest template). Each is
+    executed for real and must leave the episode solvable by the rest of the reference (a call
+    that fails, or one that only reads). None: the generic kinds only (malformed, wrong tool, bad
+    arguments)."""
     max_turns: int = DEFAULT_MAX_TURNS
     """Turns an episode gets when neither the harness config nor the task's reference sets them
     (``harness.budget.turn_budget``)."""

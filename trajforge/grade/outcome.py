@@ -1,7 +1,8 @@
 """Outcome tiers and the fail_reason taxonomy.
 
 - ``success``: the verifier accepted the answer and nothing went wrong on the way.
-- ``recovered``: accepted, but a format error or a tool error happened first.
+- ``recovered``: accepted, but a format error, a tool error or a marked mistake
+  (``Step.mistake``: a self-repair demonstration's) happened first.
 - ``failed``: with a ``fail_reason`` (below).
 - ``env_fault``: the infrastructure failed (a declared ``InfraError``, a timeout of ours, a server
   error); such episodes are retried and never used as negatives.
@@ -186,7 +187,9 @@ def grade(traj: Trajectory) -> Outcome:
     if traj.end == HARNESS_ERROR:
         return Outcome(tier="failed", fail_reason=HARNESS_ERROR, failed_role=_failed_role(traj, False))
     if v.correct:
-        troubled = any(s.errors or any(not r.ok for r in s.results) for s in traj.steps)
+        # A turn marked as a mistake (a self-repair demonstration's wrong entity or template) is
+        # trouble even when its call ran cleanly: its result did not answer the question.
+        troubled = any(s.errors or s.mistake or any(not r.ok for r in s.results) for s in traj.steps)
         return Outcome(tier="recovered" if troubled else "success")
     if v.submitted:
         reason = _wrong_answer(traj)

@@ -79,7 +79,7 @@ class Episode:
         """Faults met in this episode (the async harness adds its request and deadline faults)."""
 
     def request(self) -> TurnRequest:
-        return TurnRequest(self.task, self.messages, self.toolset, len(self.steps))
+        return TurnRequest(self.task, self.messages, self.toolset, len(self.steps), sample=self.sample)
 
     def advance(self, gen: Generation, gen_s: float, cfg: HarnessConfig) -> None:
         """Parse one generation, execute its valid calls, append messages; maybe end."""
@@ -132,7 +132,8 @@ class Episode:
         step = Step(index=len(self.steps), raw=text, calls=parsed.calls, errors=parsed.errors,
                     repairs=parsed.repairs, prompt_ids=gen.prompt_ids,
                     completion_ids=gen.completion_ids, gen_s=gen_s,
-                    completion_logprobs=gen.completion_logprobs, native=native)
+                    completion_logprobs=gen.completion_logprobs, native=native,
+                    mistake=getattr(gen, "mistake", None))
         self.messages.append(Message(role="assistant", content=parsed.text, tool_calls=parsed.calls,
                                      raw=None if native else text))
         return step, parsed

@@ -17,6 +17,8 @@ class TurnRequest(NamedTuple):
     turn: int
     temperature: float | None = None
     """Per-request sampling temperature (guided exploration lowers it); None: the policy's own."""
+    sample: int = 0
+    """Which sample of the task this episode is (several per task: ``collect --samples``)."""
 
 
 class Generation(NamedTuple):
@@ -33,6 +35,9 @@ class Generation(NamedTuple):
     completion_logprobs: list[float] | None = None
     """Log-probability of each sampled token, where the backend returns them (aligned with
     ``completion_ids``)."""
+    mistake: str | None = None
+    """The kind of mistake this turn makes on purpose (the repair policy's demonstrations); the
+    harness stores it as ``Step.mistake``."""
 
 
 class RequestFault(Exception):

@@ -22,20 +22,18 @@ class ExpertPolicy:
         self.dialect = dialect or get_dialect("hermes")
 
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
-        out = []
-        for req in requests:
-            ref = req.task.reference
-            if req.turn >= len(ref):
-                # The reference is exhausted without ending the episode; say so instead of calling.
-                out.append(Generation(text="I have no further steps in my plan."))
-                continue
-            call = ref[req.turn]
-            # Generators that write their words at generation time store them on the task.
-            why = (req.task.reasoning[req.turn] if req.turn < len(req.task.reasoning)
-                   else f"I'll call {call.name}.")
-            text = self.dialect.render_assistant(why, [call])
-            out.append(Generation(text=text))
-        return out
+        return [self.reference_turn(req.task, req.turn) for req in requests]
+
+    def reference_turn(self, task, i: int, opening: str = "") -> Generation:
+        """Reference call ``i`` of ``task`` with its sentence (``opening`` before it)."""
+        ref = task.reference
+        if i >= len(ref):
+            # The reference is exhausted without ending the episode; say so instead of calling.
+            return Generation(text="I have no further steps in my plan.")
+        call = ref[i]
+        # Generators that write their words at generation time store them on the task.
+        why = task.reasoning[i] if i < len(task.reasoning) else f"I'll call {call.name}."
+        return Generation(text=self.dialect.render_assistant(f"{opening} {why}" if opening else why, [call]))
 
 
 __getattr__ = moved_names(__name__, {"reasoning_for": "trajforge.envs.sql.tasks"})

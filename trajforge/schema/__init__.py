@@ -5,6 +5,7 @@ each fact of a step written once.
 """
 
 from trajforge.schema.records import FORMAT, STORED, NewerFormatError
+from trajforge.schema.repair import Mistake
 from trajforge.schema.task import Split, Task, Tier
 from trajforge.schema.tools import ToolCall, ToolSpec, Toolset
 from trajforge.schema.trajectory import (
@@ -23,7 +24,7 @@ from trajforge.schema.trajectory import (
 )
 
 __all__ = [
-    "FORMAT", "STORED", "CallError", "Fault", "Message", "NewerFormatError", "Outcome", "Repair", "Rescue",
+    "FORMAT", "STORED", "CallError", "Fault", "Message", "Mistake", "NewerFormatError", "Outcome", "Repair", "Rescue",
     "RewardBreakdown", "SamplingConfig", "Split", "Step", "Task", "Tier", "ToolCall", "ToolResult", "ToolSpec",
     "Toolset", "Trajectory", "Verdict",
 ]

@@ -157,6 +157,13 @@ class Step(BaseModel):
     native: bool = False
     """The calls came back structured (OpenAI ``tool_calls``), not inside ``raw``: the history
     renders this turn from its calls (the assistant message's ``raw`` is None)."""
+    mistake: str | None = None
+    """The kind of mistake this turn made on purpose (``wrong_column``, ``malformed``, ...): a
+    self-repair demonstration's mistaken turn (``tasks/repair.py``), executed like any other turn
+    and never trained on (loss mask 0); None for a turn that meant what it did."""
+    train: bool | None = None
+    """Whether this turn carries loss in training, overriding the mask rule
+    (``train/sequences.turn_learns``); None: the rule decides."""
 
 
 class Verdict(BaseModel):

@@ -3,12 +3,18 @@
 GRPO learns only from groups whose rollouts disagree: tasks the policy always fails (or always
 solves) give zero advantage. Starting where the policy sometimes succeeds and moving up once it
 mostly does keeps the groups informative.
+
+``partial``: the task ids of the partial pool (``grade/pools.py``: failed episodes that reached a
+milestone, on tasks never solved) — the tasks the policy nearly solves, whose groups are the
+likeliest to disagree. ``partial_share`` of each tier's draws come from them while the tier has
+any.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Collection
 
 from trajforge.schema import Task
 
@@ -17,8 +23,13 @@ TIERS = ("easy", "medium", "hard")
 
 class Curriculum:
     def __init__(self, tasks: list[Task], promote_at: float = 0.6, window: int = 32,
-                 newest_share: float = 0.5, seed: int = 0, start: str = "easy"):
+                 newest_share: float = 0.5, seed: int = 0, start: str = "easy",
+                 partial: Collection[str] = (), partial_share: float = 0.5):
         self.by_tier = {t: [x for x in tasks if x.tier == t] for t in TIERS}
+        wanted = set(partial)
+        self.partial = {t: [x for x in self.by_tier[t] if x.id in wanted] for t in TIERS}
+        """Per tier, its tasks in the partial pool."""
+        self.partial_share = partial_share
         self.levels = [t for t in TIERS if self.by_tier[t]]
         if not self.levels:
             raise ValueError("curriculum needs tasks with tiers easy/medium/hard")
@@ -40,7 +51,9 @@ class Curriculum:
             tiers = self.unlocked
             tier = tiers[-1] if len(tiers) == 1 or self.rng.random() < self.newest_share \
                 else self.rng.choice(tiers[:-1])
-            out.append(self.rng.choice(self.by_tier[tier]))
+            near = self.partial[tier]
+            pick_from = near if near and self.rng.random() < self.partial_share else self.by_tier[tier]
+            out.append(self.rng.choice(pick_from))
         return out
 
     def record(self, tier: str, solved: bool, step: int = 0) -> None:

@@ -34,7 +34,7 @@ from trajforge.train.losses import dpo_loss, lm_loss_sum, sequence_logprobs
 from trajforge.train.loop import CallBatches, Runtime, fit
 from trajforge.train.model import lora_model
 from trajforge.train.replay import draw_replay
-from trajforge.train.sequences import Sample, SequenceBuilder, collate, loss_tokens
+from trajforge.train.sequences import Sample, SequenceBuilder, collate, loss_tokens, turn_learns
 from trajforge.train.settings import LoraSettings
 from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
 
@@ -160,13 +160,13 @@ def render_pair(pair: Pair, tokenizer, builder: SequenceBuilder | None = None) -
     """(chosen, rejected) samples, each in its own dialect, with loss on the diverging turn for
     ``turn`` pairs (whole episodes otherwise). A side whose stored ids do not pack into one
     sequence is rendered, so each side is one sample."""
-    builder = builder or SequenceBuilder(tokenizer, None, toolset_of=toolset_lookup())
+    builder = builder or SequenceBuilder(tokenizer, None, toolset_of=toolset_lookup(), learn=turn_learns)
     out = []
     for t in (pair.chosen, pair.rejected):
         parts = builder.build(t, only_turn=pair.turn)
         if len(parts) != 1:
             parts = SequenceBuilder(tokenizer, None, builder.render_mode, toolset_of=builder.toolset_of,
-                                    stored_ids=False).build(t, only_turn=pair.turn)
+                                    learn=builder.learn, stored_ids=False).build(t, only_turn=pair.turn)
         out.append(parts[0])
     return out[0], out[1]
 
@@ -218,7 +218,8 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
     runtime = Runtime(cfg)
     path = resolve(model)
     net, tok = lora_model(path, cfg, init_adapter, device=str(runtime.device))
-    builder = SequenceBuilder(tok, None, toolset_of=toolset_lookup())
+    # A recovered chosen episode's mistaken and failed turns carry no loss (turn_learns), as in SFT.
+    builder = SequenceBuilder(tok, None, toolset_of=toolset_lookup(), learn=turn_learns)
     rendered, kept = [], []
     for p in pairs:
         c, r = render_pair(p, tok, builder)

@@ -82,6 +82,9 @@ class GRPOConfig(LoraSettings):
     """Success rate on the newest tier that unlocks the next."""
     curriculum_start: str = "easy"
     """Tier the curriculum starts at (a tuned policy that already masters easy can skip it)."""
+    partial_from: str | None = None
+    """A store of graded samples whose partial pool (failed after reaching a milestone,
+    ``grade/pools.py``) the curriculum draws half its tasks from; None: tasks uniformly per tier."""
     guided: bool = False
     """Guided exploration: rewind failing rollouts to the last good step and resample cooler."""
     explore: ExplorationConfig = Field(default_factory=ExplorationConfig)
@@ -321,6 +324,16 @@ def null_micro(pad: int, device) -> dict[str, Any]:
     return micro
 
 
+def partial_tasks(store: str | None) -> set[str]:
+    """Task ids of ``store``'s partial pool (empty without a store)."""
+    if not store:
+        return set()
+    from trajforge.grade.pools import quality_pools
+    from trajforge.store import TrajectoryStore
+
+    return quality_pools(TrajectoryStore(store).read()).partial_tasks()
+
+
 class RolloutSteps:
     """GRPO's micro-batches, made on the fly: each optimizer step rolls out ``grad_accum`` rounds of
     ``batch_size`` tasks (the same draw on every process; each process takes its share of whole
@@ -333,7 +346,8 @@ class RolloutSteps:
         self.net, self.tok, self.model, self.tasks, self.cfg = net, tok, model, tasks, cfg
         self.out_dir, self.rt = out_dir, runtime
         self.rng = random.Random(cfg.seed)
-        self.curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start)
+        self.curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start,
+                                      partial=partial_tasks(cfg.partial_from))
                            if cfg.curriculum else None)
         self.rewards: list[float] = []
         self.solved: list[float] = []

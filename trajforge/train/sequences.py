@@ -195,6 +195,42 @@ class SequenceBuilder:
         return self.tokenizer.decode(body, skip_special_tokens=False) == text
 
 
+def turn_learns(traj: Trajectory, turn: int) -> bool:
+    """The mask rule: whether assistant turn ``turn`` carries loss in a demonstration.
+
+    A turn marked ``Step.train`` is what it says. Otherwise a marked mistake (``Step.mistake``, a
+    self-repair demonstration's) never does, nor, in a ``recovered`` episode, a turn with a parse
+    or tool error: the episode teaches its recovery, never the failed turn. Every other turn does
+    (a failed episode used as a DPO rejected keeps its errors: they are what is rejected)."""
+    if turn >= len(traj.steps):
+        return True
+    step = traj.steps[turn]
+    if step.train is not None:
+        return step.train
+    if step.mistake:
+        return False
+    recovered = traj.outcome is not None and traj.outcome.tier == "recovered"
+    return not (recovered and (step.errors or any(not r.ok for r in step.results)))
+
+
+def canonical_calls(traj: Trajectory) -> Trajectory:
+    """Render rule: a turn whose raw text the parser had to repair (``Step.repairs``, no errors) is
+    trained in the dialect's canonical call format, rendered from its parsed calls, so the model
+    learns the clean form rather than the one that needed fixing. The stored raw text is left as
+    it is; only this copy changes (and so is rendered, not taken from stored ids)."""
+    repaired = {i for i, s in enumerate(traj.steps) if s.repairs and not s.errors and s.calls and not s.native}
+    if not repaired:
+        return traj
+    messages, turn = [], -1
+    for m in traj.messages:
+        if m.role == "assistant":
+            turn += 1
+            if turn in repaired and m.raw is not None:
+                m = m.model_copy(update={"raw": None})
+        messages.append(m)
+    return traj.model_copy(update={"messages": messages})
+
+
 def assistant_positions(traj: Trajectory) -> list[int]:
     """Index in ``traj.messages`` of each assistant message (turn k ↔ ``traj.steps[k]``)."""
     return [i for i, m in enumerate(traj.messages) if m.role == "assistant"]

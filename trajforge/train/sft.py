@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
@@ -30,7 +30,8 @@ from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
 from trajforge.train.model import lora_model
 from trajforge.train.replay import mix_replay
-from trajforge.train.sequences import IGNORE, Sample, SequenceBuilder, collate, within
+from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, turn_learns,
+                                      within)
 from trajforge.train.settings import LoraSettings
 from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
 from trajforge.train.data import training_dialect
@@ -45,7 +46,11 @@ class SFTConfig(LoraSettings):
     epochs: float = 2.0
     """Passes over the data."""
     tiers: list[str] = ["success"]
-    """Outcome tiers used as demonstrations."""
+    """Outcome tiers used as demonstrations (``success,recovered``: recovered episodes too, their
+    failed and mistaken turns masked: ``train/sequences.turn_learns``)."""
+    canonical: bool = True
+    """Train turns whose raw text the parser repaired in the dialect's canonical call format
+    (``train/sequences.canonical_calls``); the stored raw text is unchanged."""
     replay_share: float = 0.3
     """Share of each epoch made of self-distilled general-instruction replay samples (against
     forgetting; 0 turns it off)."""
@@ -53,6 +58,16 @@ class SFTConfig(LoraSettings):
     """Tool-call dialect to train in; None: the trajectories' own, else the model's (data.training_dialect)."""
     render_mode: str = "dialect"
     """``dialect`` (its tool block) or ``template`` (the model's chat template renders the tools)."""
+
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _comma_tiers(cls, value: Any) -> Any:
+        """``--tiers success,recovered`` as well as ``--tiers success --tiers recovered``."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple)):
+            return [t.strip() for v in value for t in (v.split(",") if isinstance(v, str) else [v]) if t != ""]
+        return value
 
 
 class SFTResult(BaseModel):
@@ -147,7 +162,8 @@ def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
                   skipped: dict[str, int]) -> tuple[list[Sample], SequenceBuilder]:
     """The demonstrations as samples; those over ``max_len`` are skipped and counted."""
     builder = SequenceBuilder(tok, training_dialect(data, model, tok, cfg.dialect), cfg.render_mode,
-                              toolset_of=toolset_lookup())
+                              toolset_of=toolset_lookup(), rules=(canonical_calls,) if cfg.canonical else (),
+                              learn=turn_learns)
     samples = [s for t in data for s in builder.build(t)]
     kept = within(samples, cfg.max_len)
     if kept.too_long:

@@ -1,0 +1,151 @@
+"""Self-repair demonstrations: a realistic mistake executed for real, then the reference; every
+environment; graded recovered; mistakes drawn from a policy's own measured failures."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter
+
+import pytest
+
+from trajforge.envs import env_spec
+from trajforge.grade import graded
+from trajforge.harness import run_episodes
+from trajforge.policies.repair import RepairPolicy
+from trajforge.policies.scripted import ScriptedPolicy
+from trajforge.schema import Mistake, Trajectory
+from trajforge.tasks import synthesize
+from trajforge.tasks.repair import Planner, generic_mistakes, measured_mistakes
+
+from tests.envs.mcp.test_mcp import kv_task, write_env
+
+ENV_KINDS = {
+    "sql": {"wrong_table", "wrong_column", "wrong_entity", "nearest_template", "intermediate"},
+    "travel": {"wrong_entity", "bad_date", "nearest_template", "intermediate"},
+    "web": {"wrong_entity", "bad_url", "intermediate"},
+    "code": {"wrong_solution", "intermediate", "bad_path"},
+}
+GENERIC = {"malformed", "wrong_tool", "bad_args"}
+
+
+POOL_SIZE = {"sql": 40, "travel": 40, "web": 16, "code": 8}
+"""Tasks synthesized per environment (web and code verify every task in a browser session or the
+sandbox, so they get fewer)."""
+
+
+@functools.lru_cache(maxsize=None)
+def train_pool(env: str) -> tuple:
+    return tuple(t for t in synthesize(env, n=POOL_SIZE[env], seed=0).tasks if t.split == "train")
+
+
+@functools.lru_cache(maxsize=None)
+def repair_episodes(env: str, n_tasks: int, samples: int) -> list[Trajectory]:
+    pool = list(train_pool(env))
+    chosen = list({t.template: t for t in pool}.values())[:n_tasks]  # one task per template
+    policy = RepairPolicy(Planner(pool))
+    return [graded(t) for t in run_episodes(chosen, policy, samples=samples)]
+
+
+def mistaken(traj: Trajectory) -> str | None:
+    return next((s.mistake for s in traj.steps if s.mistake), None)
+
+
+@pytest.mark.parametrize("env,n_tasks,samples", [("sql", 6, 8), ("travel", 6, 7), ("web", 3, 6), ("code", 1, 6)])
+def test_every_repair_episode_grades_recovered(env, n_tasks, samples):
+    train_pool(env)
+    t0 = time.perf_counter()
+    trajs = repair_episodes(env, n_tasks, samples)
+    kinds = Counter()
+    for t in trajs:
+        kind = mistaken(t)
+        if kind is None:  # a sample past the task's mistakes is the plain expert episode
+            assert t.outcome.tier == "success"
+            continue
+        kinds[kind] += 1
+        assert t.outcome.tier == "recovered", (t.task_id, kind, t.outcome, t.verdict)
+        # the mistake was executed (or refused) for real: the environment's answer follows it
+        at = next(i for i, s in enumerate(t.steps) if s.mistake)
+        step = t.steps[at]
+        assert step.errors or step.results, kind
+        # the turn after the mistakes opens with the recovery sentence and makes the reference call
+        after = next(s for s in t.steps[at:] if not s.mistake)
+        assert after.calls and not after.errors
+    assert set(kinds) >= ENV_KINDS[env] | GENERIC, kinds
+    assert time.perf_counter() - t0 < 25
+
+
+def test_the_mistakes_come_back_as_the_environments_real_answers():
+    trajs = {mistaken(t): t for t in repair_episodes("sql", 6, 8)
+             if mistaken(t) and t.steps[0].mistake}  # tasks whose first call is the query
+    col = trajs["wrong_column"]
+    [result] = col.steps[0].results
+    assert not result.ok and result.error == "no_such_column" and "columns of the query's tables" in result.content
+    assert trajs["wrong_table"].steps[0].results[0].error == "no_such_table"
+    assert trajs["malformed"].steps[0].errors[0].kind in ("truncated", "malformed")
+    assert trajs["wrong_tool"].steps[0].errors[0].kind == "unknown_tool"
+    assert trajs["bad_args"].steps[0].errors[0].kind == "invalid_args"
+    inter = trajs["intermediate"].steps[0]
+    assert inter.results[0].ok and "SELECT *" in inter.calls[0].arguments["query"]
+    # the recovery turn says what went wrong before the right call
+    assert "There is no column" in col.messages[4].content
+
+
+def test_mistakes_leave_the_rest_of_the_reference_valid():
+    """Every environment mistake only reads or fails: none submits, books or cancels, and a web
+    click is on no element of the shop (its name is misspelt)."""
+    writes = {"book_flight", "book_hotel", "cancel_booking", "submit", "submit_answer", "finish", "type"}
+    for env in ENV_KINDS:
+        pool = list(train_pool(env))
+        hook = env_spec(env).mistakes
+        for task in pool:
+            labels = {c.arguments.get("element") for t in pool for c in t.reference if c.name == "click"}
+            for m in hook(task, pool):
+                assert 0 <= m.at < len(task.reference)
+                assert not any(c.name in writes for c in m.calls), m
+                assert not any(c.name == "click" and c.arguments["element"] in labels for c in m.calls), m
+
+
+def test_mcp_environment_gets_the_generic_mistakes(tmp_path):
+    task = kv_task(write_env(tmp_path))
+    kinds = [m.kind for m in generic_mistakes(task)]
+    assert kinds == ["malformed", "wrong_tool", "bad_args"]
+    trajs = [graded(t) for t in run_episodes([task], RepairPolicy(Planner([task])), samples=3)]
+    assert [t.outcome.tier for t in trajs] == ["recovered"] * 3
+    assert sorted(mistaken(t) for t in trajs) == sorted(kinds)
+
+
+def test_measured_mistakes_replay_the_policys_own_refused_turn():
+    pool = list(train_pool("sql"))
+    task = next(t for t in pool if t.template == "customers_in_city")
+    own = ('<tool_call>\n{"name": "run_sql", "arguments": {"query": '
+           '"SELECT COUNT(*) FROM customers WHERE town = \'x\'"}}\n</tool_call>')
+    wrong = '<tool_call>\n{"name": "submit_answer", "arguments": {"answer": "3"}}\n</tool_call>'
+    [sampled] = [graded(t) for t in run_episodes([task], ScriptedPolicy([own, wrong], name="hf:tiny"))]
+    assert sampled.outcome.tier == "failed"
+    measured = measured_mistakes([sampled], pool)
+    [m] = measured.by_task[task.id]
+    assert m.raw == own and m.at == 0 and m.kind == "measured:no_such_column"
+    assert measured.reasons["no_such_column"] == 1
+    planner = Planner(pool, measured)
+    assert planner(task, 0) == m
+    # kinds of the measured reasons come first for the other tasks
+    other = next(t for t in pool if t.template == "product_price")
+    assert planner(other, 0).kind == "wrong_column"
+    [replayed] = [graded(t) for t in run_episodes([task], RepairPolicy(planner))]
+    assert replayed.outcome.tier == "recovered"
+    assert replayed.steps[0].raw == own and replayed.steps[0].mistake == "measured:no_such_column"
+    # the expert's and the repair policy's own episodes are never measured
+    assert not measured_mistakes([replayed], pool).by_task
+
+
+def test_step_fields_default_to_todays_behaviour_and_old_records_read():
+    from trajforge.schema import Step
+
+    old = Trajectory.model_validate({"task_id": "t", "policy": "p", "env": "sql", "toolset_fingerprint": "f",
+                                     "dialect": "hermes", "steps": [{"index": 0, "raw": "x"}]})
+    assert old.steps[0].mistake is None and old.steps[0].train is None
+    marked = old.model_copy(update={"steps": [Step(index=0, raw="x", mistake="wrong_column", train=False)]})
+    back = Trajectory.model_validate_json(marked.model_dump_json())
+    assert back.steps[0].mistake == "wrong_column" and back.steps[0].train is False
+    assert Mistake(kind="x", at=0).calls == ()

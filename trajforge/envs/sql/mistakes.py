@@ -1,0 +1,88 @@
+"""The SQL environment's realistic mistakes for self-repair demonstrations (``EnvSpec.mistakes``).
+
+Each is a query the model could plausibly write on the way to the reference's first ``run_sql``,
+and each only reads (the database is read-only anyway):
+
+- ``wrong_table``: a singular table name (``customer``): ``no such table``, with the tables listed;
+- ``wrong_column``: a near-miss column (``city_name``, ``cost``): ``no such column``, with the
+  table's columns listed;
+- ``wrong_entity``: the question's value in another spelling (lower case): it runs and finds
+  nothing, or counts zero;
+- ``nearest_template``: another template's query with this task's entities (what a model that
+  memorised the training queries writes): it runs, and answers another question;
+- ``intermediate``: the matching rows instead of the answer (``SELECT * ... LIMIT 5``): it runs,
+  and is not yet the number or name asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from trajforge.envs.mistakes import first_call, nearest_template, with_args
+from trajforge.schema import Mistake, Task
+
+QUERY_TOOLS = ("run_sql",)
+TABLE_SLIPS = {"customers": "customer", "products": "product", "order_items": "order_item"}
+"""Plural tables a model writes in the singular (``orders`` → ``order`` is a keyword, a different
+error)."""
+COLUMN_SLIPS = {"city": "city_name", "category": "category_name", "price": "cost", "stock": "in_stock",
+                "quantity": "qty", "tier": "level", "signup_year": "year"}
+"""Columns and the near-miss names models give them."""
+
+
+def _word(name: str) -> re.Pattern:
+    return re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)|(?<=\.){re.escape(name)}(?!\w)")
+
+
+def _swap_first(query: str, slips: dict[str, str]) -> tuple[str, str, str] | None:
+    """(new query, right name, wrong name) for the first slip whose name the query uses, outside
+    quoted strings."""
+    parts = re.split(r"('(?:[^']|'')*')", query)  # odd parts are string literals
+    for right, wrong in slips.items():
+        pattern = _word(right)
+        for i in range(0, len(parts), 2):
+            if pattern.search(parts[i]):
+                parts = list(parts)
+                parts[i] = pattern.sub(wrong, parts[i], count=1)
+                return "".join(parts), right, wrong
+    return None
+
+
+def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
+    """The mistakes above that fit ``task`` (the first ``run_sql`` of its reference)."""
+    at = first_call(task, QUERY_TOOLS)
+    if at is None:
+        return []
+    call = task.reference[at]
+    query = str(call.arguments.get("query", ""))
+    out: list[Mistake] = []
+    swapped = _swap_first(query, TABLE_SLIPS)
+    if swapped:
+        new, right, wrong = swapped
+        out.append(Mistake(kind="wrong_table", at=at, calls=(with_args(call, query=new),),
+                           recovery=f"There is no table {wrong}; the error lists the tables, and it is {right}."))
+    swapped = _swap_first(query, COLUMN_SLIPS)
+    if swapped:
+        new, right, wrong = swapped
+        out.append(Mistake(kind="wrong_column", at=at, calls=(with_args(call, query=new),),
+                           recovery=f"There is no column {wrong}; the error lists the columns, and it is {right}."))
+    for value in task.entities.values():
+        if isinstance(value, str) and f"'{value}'" in query and value.lower() != value:
+            out.append(Mistake(kind="wrong_entity", at=at,
+                               calls=(with_args(call, query=query.replace(f"'{value}'", f"'{value.lower()}'")),),
+                               recovery=f"That matched nothing useful: the data writes it '{value}', "
+                                        "exactly as the question does."))
+            break
+    near = nearest_template(task, pool, QUERY_TOOLS,
+                            "That query answers a different question; I'll write the one this question needs.")
+    if near is not None:
+        out.append(near)
+    star = re.sub(r"^\s*SELECT\s+(?!\*\s)(.+?)\s+FROM\s", "SELECT * FROM ", query, count=1, flags=re.I | re.S)
+    if star != query:
+        star = re.sub(r"\s+ORDER BY\s.*$|\s+LIMIT\s+\d+\s*$", "", star, flags=re.I | re.S)
+        star = re.sub(r"\s+GROUP BY\s.*$", "", star, flags=re.I | re.S)
+        out.append(Mistake(kind="intermediate", at=at, calls=(with_args(call, query=f"{star} LIMIT 5"),),
+                           recovery="Those are some matching rows, not the answer the question asks for; "
+                                    "I'll compute it."))
+    return out

@@ -1,0 +1,59 @@
+"""Quality pools: what each graded episode is good for in training.
+
+- ``positive`` — ``success`` and ``recovered`` episodes: SFT demonstrations (``train sft --tiers
+  success,recovered``); a recovered one trains with its failed and mistaken turns masked
+  (``train/sequences.turn_learns``).
+- ``partial`` — ``failed`` episodes that reached at least one milestone (the right table queried,
+  the right page opened) and still ended wrong: the tasks the policy almost solves, where the
+  curriculum draws its GRPO tasks (``train/curriculum.Curriculum(partial=...)``).
+- ``negative`` — every ``failed`` episode (the partial ones too): DPO's rejected, against a correct
+  episode of the same task (``train/dpo.build_pairs``).
+- ``excluded`` — ``env_fault`` and ungraded episodes: infrastructure failures are never data.
+
+    pools = quality_pools(TrajectoryStore("store/").read())
+    print(pools.counts())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, NamedTuple
+
+from trajforge.schema import Trajectory
+
+PoolName = Literal["positive", "partial", "negative", "excluded"]
+
+
+def pools_of(traj: Trajectory) -> tuple[PoolName, ...]:
+    """The pools ``traj`` belongs to (a partial episode is a negative too)."""
+    tier = traj.outcome.tier if traj.outcome else None
+    if tier in ("success", "recovered"):
+        return ("positive",)
+    if tier == "failed":
+        reached = bool(traj.verdict and traj.verdict.milestones)
+        return ("partial", "negative") if reached else ("negative",)
+    return ("excluded",)
+
+
+class QualityPools(NamedTuple):
+    positive: list[Trajectory]
+    partial: list[Trajectory]
+    negative: list[Trajectory]
+    excluded: list[Trajectory]
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(getattr(self, name)) for name in self._fields}
+
+    def partial_tasks(self) -> set[str]:
+        """Task ids with a partial episode and no positive one: not yet solved, nearly."""
+        solved = {t.task_id for t in self.positive}
+        return {t.task_id for t in self.partial if t.task_id not in solved}
+
+
+def quality_pools(trajs: Iterable[Trajectory]) -> QualityPools:
+    """Every trajectory sorted into its pools (see the module docstring)."""
+    out = QualityPools([], [], [], [])
+    for t in trajs:
+        for name in pools_of(t):
+            getattr(out, name).append(t)
+    return out

@@ -1,0 +1,67 @@
+"""Repair policy: the expert, with one realistic mistake played first and then recovered from.
+
+``RepairPolicy(plan)`` replays each task's verified reference like the expert, except that
+``plan(task, sample)`` may give a ``Mistake`` for the episode: the reference up to ``mistake.at``,
+then the mistaken turns (marked ``Generation.mistake``, so the harness stores ``Step.mistake``
+and training masks them), then the reference from ``at`` on, whose first turn opens with the
+mistake's recovery sentence. The harness executes every turn for real, so the error or the
+surprising result the recovery answers is the environment's own. Plans come from
+``trajforge.tasks.repair.Planner``; CLI: ``trajforge collect --policy repair``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trajforge.parse import Dialect
+from trajforge.policies.base import Generation, TurnRequest
+from trajforge.policies.expert import ExpertPolicy
+from trajforge.schema import Mistake, Task, ToolCall, Toolset
+
+
+class RepairPolicy:
+    batch_size = 1024  # no model: any batch is free
+
+    def __init__(self, plan: Callable[[Task, int], Mistake | None], dialect: Dialect | None = None,
+                 name: str = "repair"):
+        self.plan = plan
+        self.expert = ExpertPolicy(dialect, name)
+        self.name = name
+        self.dialect = self.expert.dialect
+
+    def act(self, requests: list[TurnRequest]) -> list[Generation]:
+        return [self.turn(req, self.plan(req.task, req.sample)) for req in requests]
+
+    def turn(self, req: TurnRequest, mistake: Mistake | None) -> Generation:
+        if mistake is None or req.turn < mistake.at:
+            return self.expert.reference_turn(req.task, req.turn)
+        made = max(1, len(mistake.calls))  # mistaken turns
+        k = req.turn - mistake.at
+        if k < made:
+            return Generation(text=self.mistaken_text(req, mistake, k), mistake=mistake.kind)
+        i = req.turn - made
+        return self.expert.reference_turn(req.task, i, mistake.recovery if i == mistake.at else "")
+
+    def mistaken_text(self, req: TurnRequest, mistake: Mistake, k: int) -> str:
+        if k == 0 and mistake.raw is not None:
+            return mistake.raw  # the policy's own measured turn, verbatim
+        task = req.task
+        why = (task.reasoning[mistake.at] if k == 0 and mistake.at < len(task.reasoning)
+               else "I'll check the result." if k else f"I'll call {mistake.calls[k].name}.")
+        if k == 0 and mistake.broken:
+            return broken_text(self.dialect, why, mistake.calls[0], req.toolset)
+        return self.dialect.render_assistant(why, [mistake.calls[k]])
+
+
+def broken_text(dialect: Dialect, why: str, call: ToolCall, toolset: Toolset) -> str:
+    """``call`` written so that the parser refuses it, as small models do: cut off partway through
+    its arguments (the end of a token budget). Cut earlier until the dialect's tolerant parser
+    gives up (it repairs a lost closing brace), so the turn really is refused."""
+    full = dialect.render_assistant(why, [call])
+    body = len(full) - len(why)
+    for share in (0.6, 0.5, 0.4, 0.3):
+        text = full[: len(why) + int(body * share)]
+        parsed = dialect.parse(text, toolset)
+        if parsed.errors and not parsed.calls:
+            return text
+    return full[: len(why) + body // 3]
