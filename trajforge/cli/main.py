@@ -136,7 +136,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     """Evaluate policies on the same tasks in the same harness."""
     import tempfile
 
-    from trajforge.eval.run import collect, compare, metrics_of
+    from trajforge.eval.run import collect, compare
     from trajforge.eval.table import rich_table
 
     refuse_target(json_out, "--json", source=store)
@@ -150,12 +150,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
                   highlight=False, markup=False,
                   soft_wrap=True)
     if processes > 1:
-        # The workers collect into one store; the metrics come from it as in a one-process run.
-        argv = spread.without_options(spread.command_line("eval"),
-                                      valued=(*spread.SPREAD_OPTIONS, "--json", "--store"))
-        reports = spread.spread([*argv, "--store", str(store)],
-                                spread.worker_slices(part, processes, len(pool)), store)
-        results = metrics_of(store, pool, reports[0].policies)
+        results = _eval_spread(pool, part, processes, store)
     else:
         pols = [_policy(spec, name[i] if i < len(name) else None, device=device) for i, spec in enumerate(policy)]
         if report:  # a worker of --processes collects its slice; the parent computes the metrics
@@ -169,6 +164,16 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     if json_out:
         json_out.write_text(json.dumps(results, indent=2))
         console.print(f"metrics written to {json_out}")
+
+
+def _eval_spread(pool: list, part, processes: int, store: Path) -> dict:
+    """``eval --processes N``: N workers collect their slices into one store; the metrics come
+    from it as in a one-process run."""
+    from trajforge.eval.run import metrics_of
+
+    argv = spread.without_options(spread.command_line("eval"), valued=(*spread.SPREAD_OPTIONS, "--json", "--store"))
+    reports = spread.spread([*argv, "--store", str(store)], spread.worker_slices(part, processes, len(pool)), store)
+    return metrics_of(store, pool, reports[0].policies)
 
 
 app.command("synth")(synth_cmd.synth)
