@@ -6,6 +6,8 @@
     trajforge collect ... --resume          # also say what the interrupted run had in flight
     trajforge collect --tasks tasks.jsonl --policy repair --samples 2 --out store/ --split train \\
         [--mistakes-from samples-store/]    # self-repair demonstrations (trajforge/tasks/repair.py)
+    trajforge collect --policy hf:MODEL ... --processes 4   # 4 workers, one slice and device each
+    trajforge collect ... --shard 2/4       # one slice by hand (see trajforge/cli/spread.py)
 
 Resuming is what every run does: episodes whose idempotency key (task, policy, sampling, sample)
 is in the store are never run again, so rerunning a finished collection makes no model call.
@@ -23,6 +25,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from trajforge.cli import spread
 from trajforge.cli.options import Options, with_configs
 from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with_reward_flags
 from trajforge.grade.reward import RewardConfig
@@ -87,6 +90,8 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             reward_weights: list[str] = REWARD_WEIGHTS, milestone_bonus: list[str] = MILESTONE_BONUS,
             mistakes_from: Optional[Path] = typer.Option(None, help="with --policy repair: a store of a model's "
                                                          "graded samples whose own mistakes to replay"),
+            device: Optional[str] = spread.DEVICE, processes: int = spread.PROCESSES,
+            shard: str = spread.SHARD, report: Optional[Path] = spread.REPORT,
             harness: HarnessConfig = None, scale: CollectConfig = None, rewards: RewardConfig = None) -> None:
     """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
     from trajforge.cli.main import _load_tasks, _policy
@@ -95,20 +100,41 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
     if executor not in ("asyncio", "ray"):
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
     rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
-    pool = _load_tasks(tasks, split)
     if mistakes_from is not None and policy != "repair":
         _fail("--mistakes-from goes with --policy repair")
-    pol = _repair_policy(pool, mistakes_from, name) if policy == "repair" else _policy(policy, name, temperature)
+    whole = _load_tasks(tasks, split)
+    part = spread.parse_slice(shard)
+    pool = part.of(whole)
     if resume:
         _report_interrupted(out)
+    if processes > 1:
+        _collect_spread(pool, part, processes, out)
+        return
+    # Repair mistakes (the nearest template) are drawn from the whole pool, not this slice.
+    pol = (_repair_policy(whole, mistakes_from, name) if policy == "repair"
+           else _policy(policy, name, temperature, device))
     try:
         new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
-                          retry_faults=retry_faults, rewards=rewards)
+                          retry_faults=retry_faults, rewards=rewards, show_progress=report is None)
     except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
         _fail(str(e).strip("'\""))
-    tiers: dict[str, int] = {}
-    for t in new:
-        tiers[t.outcome.tier] = tiers.get(t.outcome.tier, 0) + 1
+    tiers = spread.tally(new)
     faults = sum(len(t.faults) for t in new)
     console.print(f"collected {len(new)} new episodes into {out}: {tiers}"
                   + (f"; {faults} infrastructure faults recorded (see {out}/logs/)" if faults else ""))
+    if report:
+        spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of([pol]),
+                                                        new=len(new), tiers=tiers, policies=[pol.name]))
+
+
+def _collect_spread(pool: list, part, processes: int, out: Path) -> None:
+    """``--processes N``: the same collection in N workers, one slice of ``pool`` each."""
+    argv = spread.without_options(spread.command_line("collect"), valued=spread.SPREAD_OPTIONS,
+                                  flags=("--resume",))
+    reports = spread.spread(argv, spread.worker_slices(part, processes, len(pool)), out)
+    tiers: dict[str, int] = {}
+    for rep in reports:
+        for tier, n in rep.tiers.items():
+            tiers[tier] = tiers.get(tier, 0) + n
+    console.print(f"collected {sum(r.new for r in reports)} new episodes into {out} over "
+                  f"{len(reports)} processes: {tiers}", highlight=False, soft_wrap=True)

@@ -31,6 +31,7 @@ from trajforge.cli import export_cmd
 from trajforge.cli import query_cmd
 from trajforge.cli import synth_cmd
 from trajforge.cli import serve_cmd
+from trajforge.cli import spread
 from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
@@ -93,10 +94,12 @@ def _split_counts(tasks) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
-def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0):
+def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0, device: Optional[str] = None):
     from trajforge.policies import make_policy
 
     opts = {"temperature": temperature} if spec != "expert" else {}
+    if device and spec.startswith("hf:"):
+        opts["device"] = device
     try:
         return make_policy(spec, name=name, **opts)
     except (ValueError, FileNotFoundError, OSError) as e:
@@ -134,26 +137,50 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
              split: Optional[str] = typer.Option(ROLES.heldout, help="the split to evaluate, any label "
                                                  "(\"\" for all)"),
              json_out: Optional[Path] = typer.Option(None, "--json"),
-             store: Optional[Path] = None, harness: HarnessConfig = None) -> None:
+             store: Optional[Path] = None, device: Optional[str] = spread.DEVICE,
+             processes: int = spread.PROCESSES, shard: str = spread.SHARD,
+             report: Optional[Path] = spread.REPORT, harness: HarnessConfig = None) -> None:
     """Evaluate policies on the same tasks in the same harness."""
     import tempfile
 
-    from trajforge.eval.run import compare
+    from trajforge.eval.run import collect, compare
     from trajforge.eval.table import rich_table
 
     refuse_target(json_out, "--json", source=store)
-    pool = _load_tasks(tasks, split)
-    pols = [_policy(spec, name[i] if i < len(name) else None) for i, spec in enumerate(policy)]
+    part = spread.parse_slice(shard)
+    whole = _load_tasks(tasks, split)
+    pool = part.of(whole)
     store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))
-    which = f"split {split!r}" if split else f"all splits ({_split_counts(pool)})"
-    console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'} from {tasks}",
+    which = f"split {split!r}" if split else f"all splits ({_split_counts(whole)})"
+    sliced = f" (shard {part}: {len(pool)} of {len(whole)})" if part.count > 1 else ""
+    console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'}{sliced} from {tasks}",
                   highlight=False, markup=False,
                   soft_wrap=True)
-    results = compare(pool, pols, store, harness=harness)
+    if processes > 1:
+        results = _eval_spread(pool, part, processes, store)
+    else:
+        pols = [_policy(spec, name[i] if i < len(name) else None, device=device) for i, spec in enumerate(policy)]
+        if report:  # a worker of --processes collects its slice; the parent computes the metrics
+            new = [t for p in pols for t in collect(pool, p, store, harness=harness, show_progress=False)]
+            spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of(pols),
+                                                            new=len(new), tiers=spread.tally(new),
+                                                            policies=[p.name for p in pols]))
+            return
+        results = compare(pool, pols, store, harness=harness)
     console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
     if json_out:
         json_out.write_text(json.dumps(results, indent=2))
         console.print(f"metrics written to {json_out}")
+
+
+def _eval_spread(pool: list, part, processes: int, store: Path) -> dict:
+    """``eval --processes N``: N workers collect their slices into one store; the metrics come
+    from it as in a one-process run."""
+    from trajforge.eval.run import metrics_of
+
+    argv = spread.without_options(spread.command_line("eval"), valued=(*spread.SPREAD_OPTIONS, "--json", "--store"))
+    reports = spread.spread([*argv, "--store", str(store)], spread.worker_slices(part, processes, len(pool)), store)
+    return metrics_of(store, pool, reports[0].policies)
 
 
 app.command("synth")(synth_cmd.synth)

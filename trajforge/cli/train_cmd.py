@@ -21,6 +21,7 @@ from rich.console import Console
 
 from trajforge.cli.options import Options, with_configs
 from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, with_reward_flags
+from trajforge.cli.spread import without_options
 from trajforge.cli.targets import refuse_target
 from trajforge.train.dpo import DPOConfig
 from trajforge.train.grpo import GRPOConfig
@@ -79,27 +80,12 @@ def _launch(processes: int, cfg, out: Path, model: str) -> None:
 
     if processes <= 1 or launched():
         return
-    argv = _without_processes(sys.argv[1:])
+    argv = without_options(sys.argv[1:], valued=("--processes",))
     try:
         code = relaunch(argv, processes, cfg.distributed, cfg, out, resolve(model))
     except ValueError as e:
         _fail(str(e))
     raise typer.Exit(code)
-
-
-def _without_processes(argv: list[str]) -> list[str]:
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a == "--processes":
-            skip = True
-            continue
-        if a.startswith("--processes="):
-            continue
-        out.append(a)
-    return out
 
 
 def _guard(fn):

@@ -3,7 +3,8 @@
 ``collect`` is what ``trajforge collect`` calls: resumable (episodes whose idempotency key is
 already in the store are skipped), every episode graded and appended as it ends, at scale through
 the async harness (``trajforge.harness.concurrent``) when the policy is a server.
-``compare`` runs several policies on the same tasks and returns ``{policy name: metrics}``.
+``compare`` runs several policies on the same tasks and returns ``{policy name: metrics}``, which
+``metrics_of`` computes from a store (also one that several ``--shard`` workers filled).
 """
 
 from __future__ import annotations
@@ -69,14 +70,22 @@ def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: i
 def compare(tasks: list[Task], policies: list[Policy], store_dir: str | Path,
             harness: HarnessConfig | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Evaluate each policy on the same tasks in the same harness: ``{name: metrics}``."""
-    results: dict[str, Any] = {}
-    store = TrajectoryStore(store_dir)
     for policy in policies:
         collect(tasks, policy, store_dir, harness=harness, show_progress=show_progress)
-        ids = {t.id for t in tasks}
-        mine = [t for t in store if t.policy == policy.name and t.task_id in ids and t.sample == 0]
-        results[policy.name] = evaluate(mine)
-    return results
+    return metrics_of(store_dir, tasks, [p.name for p in policies])
+
+
+def metrics_of(store_dir: str | Path, tasks: list[Task], names: list[str]) -> dict[str, Any]:
+    """``{name: metrics}`` of the first sample of each task for each named policy in a store.
+
+    The episodes are taken in pool order whichever shard holds them, so a collection spread over
+    several processes (each its own shard) gives the very numbers of a one-process run."""
+    order = {t.id: i for i, t in enumerate(tasks)}
+    mine: dict[str, list[Trajectory]] = {name: [] for name in names}
+    for t in TrajectoryStore(store_dir):
+        if t.policy in mine and t.task_id in order and t.sample == 0:
+            mine[t.policy].append(t)
+    return {name: evaluate(sorted(trajs, key=lambda t: order[t.task_id])) for name, trajs in mine.items()}
 
 
 __getattr__ = moved_names(__name__, {"collect_episodes": "trajforge.harness.concurrent:run_concurrent"})

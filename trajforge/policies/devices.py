@@ -59,6 +59,12 @@ def pick_device(requested: str | None = None) -> str:
     return kind
 
 
+def threads_per_process(processes: int) -> int:
+    """CPU threads for each of ``processes`` local processes (training ranks, collection workers):
+    the cores divided between them, so N processes do not each spin up every core."""
+    return max(1, (os.cpu_count() or 1) // max(1, processes))
+
+
 def _cpu_has_native_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text()

@@ -129,7 +129,7 @@ def launch_command(argv: list[str], processes: int, config_file: Path, cpu: bool
 def relaunch(argv: list[str], processes: int, mode: Distributed, cfg: LoraSettings, out_dir: Path,
              model_dir: str | None) -> int:
     """Run this train command again in ``processes`` processes; returns their exit status."""
-    from trajforge.policies.devices import pick_device
+    from trajforge.policies.devices import pick_device, threads_per_process
 
     cpu = pick_device(cfg.device) == "cpu"
     config = write_accelerate_config(out_dir / "accelerate.yaml",
@@ -137,7 +137,7 @@ def relaunch(argv: list[str], processes: int, mode: Distributed, cfg: LoraSettin
     cmd = launch_command(argv, processes, config, cpu)
     env = {**os.environ, LAUNCHED_ENV: "1"}
     if cpu:
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // processes)))
+        env.setdefault("OMP_NUM_THREADS", str(threads_per_process(processes)))
     print(f"launching {processes} processes: {shlex.join(cmd)}", file=sys.stderr)
     return subprocess.run(cmd, env=env).returncode
 
