@@ -33,6 +33,7 @@ from trajforge.cli import serve_cmd
 from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
+from trajforge.cli import plan_cmd
 from trajforge.cli.options import with_configs
 from trajforge.harness.loop import HarnessConfig
 
@@ -134,6 +135,7 @@ app.command("serve")(serve_cmd.serve)
 app.command("report")(report_cmd.report)
 app.command("view")(view_cmd.view)
 app.command("migrate")(migrate_cmd.migrate)
+app.command("plan")(plan_cmd.plan)
 
 def main() -> None:
     """The ``trajforge`` console script: the app, plus a clear message (not a traceback) when a
