@@ -5,8 +5,9 @@
         srv.requests  # every JSON body received, in order
 
 Each POST to ``/v1/chat/completions`` takes the next script item: a string is the assistant's
-message content; a ``Status`` is an HTTP error reply (with optional headers such as
-``Retry-After``); a callable gets the request body and returns either. When the script runs out
+message content; a dict is the whole assistant message (``content`` and ``tool_calls`` as a
+server would send them, of any shape); a ``Status`` is an HTTP error reply (with optional headers
+such as ``Retry-After``); a callable gets the request body and returns any of these. When the script runs out
 the server answers 500, so a test that asks for more than it scripted fails loudly instead of
 hanging. (``tests/openai_server.py`` is the other test server: it follows task references and
 injects random faults, for harness and benchmark runs.)
@@ -29,7 +30,7 @@ class Status(NamedTuple):
     headers: dict[str, str] = {}
 
 
-Reply = Union[str, Status, Callable[[dict], Union[str, Status]]]
+Reply = Union[str, dict, Status, Callable[[dict], Union[str, dict, Status]]]
 
 
 class ScriptedChatServer:
@@ -54,7 +55,7 @@ class ScriptedChatServer:
                     item = item(body)
                 if isinstance(item, Status):
                     return self._send(item.code, {"error": item.body}, item.headers)
-                msg = {"role": "assistant", "content": item}
+                msg = {"role": "assistant", **item} if isinstance(item, dict) else {"role": "assistant", "content": item}
                 self._send(200, {"id": "x", "object": "chat.completion", "model": body.get("model"),
                                  "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]})
 

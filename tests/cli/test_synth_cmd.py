@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 
@@ -66,6 +67,8 @@ def test_byo_questions(tmp_path):
         + json.dumps({"question": "Broken?", "sql": "SELECT FROM pets"}) + "\n")
     out = tmp_path / "pets.jsonl"
     res = run("--env", "sql", "--db", db, "--questions", questions, "--out", out)
+    assert res.exit_code == 2 and '2 of 3 rows have no "split"' in " ".join(res.output.split())
+    res = run("--env", "sql", "--db", db, "--questions", questions, "--out", out, "--split", "train")
     assert res.exit_code == 0, res.output
     tasks = read_tasks(out)
     assert [(t.expected, t.split) for t in tasks] == [(2, "train"), (["Tom", "Fido"], "test")]
@@ -119,13 +122,19 @@ def test_unreachable_llm(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--env", "nope"], "unknown environment 'nope'"),
     (["--db", "missing.sqlite", "--questions", "q.jsonl"], "missing.sqlite does not exist"),
-    (["--questions", "q.jsonl"], "--questions needs --db"),
+    (["--questions", "q.jsonl", "--split", "dev"], "--questions needs --db FILE, or --db-dir DIR"),
+    (["--questions", "q.jsonl", "--db-dir", "nodir"], "database folder nodir does not exist"),
+    (["--questions", "q.jsonl", "--split", " dev"], "' dev' is not a split label"),
+    (["--questions", "q.jsonl", "--dedup", "fuzzy"], "--dedup must be exact or near"),
+    (["--questions", "q.jsonl", "--compare", "bag"], "--compare must be one of multiset, set"),
+    (["--db-dir", "."], "--db-dir and --dedup are for --questions"),
     (["--llm", "http://127.0.0.1:9/v1"], "--llm needs --llm-model"),
     (["--tier", "extreme"], "'extreme' is not a tier"),
     (["--pool", "nothere.jsonl"], "nothere.jsonl does not exist"),
 ])
 def test_clear_errors(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.jsonl").write_text('{"question": "How many?", "sql": "SELECT 1"}\n')
     res = run(*args, "--out", tmp_path / "x.jsonl")
     assert res.exit_code == 2
     assert message in " ".join(res.output.split())
@@ -139,3 +148,16 @@ def test_tier_by_a_policys_solve_rate(tmp_path):
     # The expert solves every task, so measured difficulty makes them all easy.
     assert {t.tier for t in read_tasks(out)} == {"easy"}
     assert table_row(res.output, "kept")[:3] == ["12", "0", "0"]
+
+
+def test_llm_tasks_on_your_database_record_its_hash(tmp_path):
+    db = tmp_path / "shop.sqlite"
+    db.write_bytes(ensure_db(0).read_bytes())
+    out = tmp_path / "t.jsonl"
+    with ScriptedChatServer([sports_proposal()]) as srv:
+        res = run("--env", "sql", "--db", db, "--llm", srv.url, "--llm-model", "m", "--n", 1,
+                  "--max-requests", 1, "--out", out, "--llm-concurrency", 1)
+    assert res.exit_code == 0, res.output
+    [task] = read_tasks(out)
+    assert task.db == str(db.resolve())
+    assert task.db_sha256 == hashlib.sha256(db.read_bytes()).hexdigest()

@@ -10,14 +10,14 @@ from trajforge.envs.sql import SPEC as SQL, SqlEnv
 
 
 def test_every_builtin_exports_a_spec_under_its_name():
-    assert set(BUILTINS) == {"sql", "travel", "web", "code"} <= set(env_names())
+    assert set(BUILTINS) == {"sql", "sql-exec", "travel", "web", "code"} <= set(env_names())
     for name in BUILTINS:
         spec = env_spec(name)
         assert spec.name == name and spec.env.name == name and spec.generate is not None and spec.summary
 
 
 def test_unknown_names_list_what_is_known():
-    with pytest.raises(KeyError, match=r"unknown environment 'nope'; known: \['code', 'sql', 'travel', 'web'"):
+    with pytest.raises(KeyError, match=r"unknown environment 'nope'; known: \['code', 'sql', 'sql-exec', 'travel', 'web'"):
         env_spec("nope")
 
 

@@ -41,7 +41,7 @@ def test_turn_parts_results_feedback_and_rewards():
     # First tool message is the call's result (with its status), the second is error feedback.
     assert '<div class="msg tool bad"><div class="role">tool result · <code>run_sql</code> · error sql_error · 12 ms' in page
     assert page.count('<div class="msg feedback">') == 1
-    assert 'class="badge tier-failed"' in page and "wrong_answer" in page
+    assert 'class="badge tier-failed"' in page and "guessed_answer" in page  # no query ran
     assert '<table class="rewards">' in page and "violation (×0.1)" in page
 
 

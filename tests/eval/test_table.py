@@ -11,6 +11,20 @@ def test_table_and_html_show_every_tier():
     console = Console(record=True, width=200)
     console.print(rich_table(results, title="t"))
     text = console.export_text()
-    assert "tuned" in text and "easy" in text and "hard" in text and "50%" in text and "[15%, 85%]" in text
+    assert "tuned" in text and "easy" in text and "hard" in text and "50%" in text and "15-85%" in text
     html = html_report(results, "Run <1>", extra={"timings (s)": {"train": 3}})
     assert "Run &lt;1&gt;" in html and "wrong_answer: 2" in html and html.count("<tr>") == 4
+
+
+def test_the_table_fits_100_columns_with_every_header_whole():
+    long_name = "hf:smollm2-135m@runs/x/adapter"  # 30 characters
+    results = {long_name: dict(M, tiers={"easy": M, "medium": M, "hard": M}), "expert": M}
+    console = Console(record=True, width=100)
+    console.print(rich_table(results, title="heldout split (4 tasks)"))
+    lines = console.export_text().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100
+    header = next(line for line in lines if "policy" in line)
+    assert header.split() == ["policy", "tier", "n", "completion", "95%", "CI", "validity", "95%", "CI", "avg",
+                              "turns"]
+    row = next(line for line in lines if long_name in line)  # the name and all its numbers on one line
+    assert row.split() == [long_name, "all", "4", "50%", "15-85%", "100%", "50-100%", "2.25"]

@@ -45,7 +45,7 @@ def test_errors_are_fed_back_and_episode_recovers():
     tool_msgs = [m.content for m in t.messages if m.role == "tool"]
     assert tool_msgs[0].startswith("Error (no_call)") and "Did you mean 'run_sql'" in tool_msgs[1]
     assert "missing required argument 'query'" in tool_msgs[2]
-    assert t.steps[3].results[0].ok is False and t.steps[3].results[0].error == "sql_error"
+    assert t.steps[3].results[0].ok is False and t.steps[3].results[0].error == "no_such_table"
     # The invalid call was never dispatched.
     assert t.steps[2].results == []
 

@@ -137,7 +137,7 @@ def test_a_failing_role_is_named_in_the_outcome():
     liar = ScriptedPolicy(lambda req: call("submit_answer", answer="42 bananas"))
     pipe = sql_research_pipeline(ScriptedPolicy(gatherer), ScriptedPolicy(analyst), liar)
     t = graded(run_pipeline(tasks[:1], pipe)[0])
-    assert t.outcome.fail_reason == "wrong_answer" and t.outcome.failed_role == "writer"
+    assert t.outcome.fail_reason == "logic_break" and t.outcome.failed_role == "writer"  # the answer was seen
 
     # A gatherer reaching for a tool outside its subset is refused (never dispatched) and blamed.
     greedy = ScriptedPolicy(lambda req: call("submit_answer", answer="9"))

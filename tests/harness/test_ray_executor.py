@@ -76,3 +76,23 @@ def test_collect_with_executor_ray_by_name(local_ray, tmp_path):
                       show_progress=False)
     assert [t.outcome.tier for t in new] == ["success"] * 6
     assert len(TrajectoryStore(tmp_path).read()) == 6
+
+
+def test_an_environment_that_raises_in_an_actor_ends_only_its_episode_and_is_closed(local_ray):
+    stages = ["execute", "verify", "none"]
+    tasks = [toy_envs.broken_task(s, i) for s in stages for i in range(2)]
+    executor = RayExecutor(toy_envs.factory, workers=2)
+    try:
+        with OpenAIServer(tasks) as srv:
+            trajs = run_concurrent(tasks, make_policy(f"openai:{srv.url}#m"), executor=executor,
+                                   cfg=CollectConfig(concurrency=4, tool_timeout_s=30.0))
+        stats = ray.get([a.stats.remote() for a in executor.actors])
+    finally:
+        import asyncio
+        asyncio.run(executor.aclose())
+    reasons = sorted((t.task_id, graded(t).outcome.fail_reason) for t in trajs)
+    assert reasons == sorted([(f"break-execute-{i}", "tool_crash") for i in range(2)]
+                             + [(f"break-verify-{i}", "env_verify") for i in range(2)]
+                             + [(f"break-none-{i}", None) for i in range(2)])
+    # A call that raised returned: its environment was closed, no thread was given up on.
+    assert sum(s["open"] for s in stats) == 0 and sum(s["abandoned_threads"] for s in stats) == 0

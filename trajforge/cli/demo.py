@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from trajforge.cli.options import with_configs
+from trajforge.cli.targets import refuse_target
 
 console = Console()
 
@@ -67,6 +68,7 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
     from trajforge.tasks.pool import write_tasks
     from trajforge.train.sft import SFTConfig, train_sft
 
+    refuse_target(json_out, "--json")
     out, model, n, seed = cfg.out, cfg.model, cfg.n, cfg.seed
     epochs, lr, batch_size, dropout = cfg.epochs, cfg.lr, cfg.batch_size, cfg.dropout
     out.mkdir(parents=True, exist_ok=True)

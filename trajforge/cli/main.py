@@ -35,7 +35,9 @@ from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
 from trajforge.cli import plan_cmd
 from trajforge.cli.options import with_configs
+from trajforge.cli.targets import refuse_target
 from trajforge.harness.loop import HarnessConfig
+from trajforge.tasks.splits import ROLES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents end to end.")
 models_app = typer.Typer(no_args_is_help=True, help="Manage local models.")
@@ -58,6 +60,9 @@ def models_pull(name: str = typer.Argument("smollm2-135m"), force: bool = False)
 
 
 def _load_tasks(path: Path, split: Optional[str]):
+    """The pool's tasks of ``split`` (all for None); a clear error, not a traceback, for an
+    unreadable pool, a split it lacks (naming those it has) or a database changed since."""
+    from trajforge.envs.sql.dbfile import check_databases
     from trajforge.tasks.pool import read_tasks
 
     try:
@@ -65,10 +70,24 @@ def _load_tasks(path: Path, split: Optional[str]):
     except (OSError, ValueError) as e:
         _fail(str(e))
     if split:
-        tasks = [t for t in tasks if t.split == split]
-        if not tasks:
-            _fail(f"no tasks with split {split!r} in {path}")
+        chosen = [t for t in tasks if t.split == split]
+        if not chosen:
+            _fail(f"no tasks with split {split!r} in {path}; it has {_split_counts(tasks) or 'no tasks'} "
+                  "(choose one with --split NAME)")
+        tasks = chosen
+    try:
+        check_databases(tasks)
+    except (OSError, ValueError) as e:
+        _fail(str(e))
     return tasks
+
+
+def _split_counts(tasks) -> str:
+    """``train 28, test 6, dev 12``: the splits of a pool in first-seen order, with counts."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.split] = counts.get(t.split, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0):
@@ -106,7 +125,9 @@ def grade(store: Path = typer.Argument(...)) -> None:
 @with_configs(harness=HarnessConfig)
 def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(...),
              name: list[str] = typer.Option([], help="labels for the policies, in order"),
-             split: Optional[str] = "heldout", json_out: Optional[Path] = typer.Option(None, "--json"),
+             split: Optional[str] = typer.Option(ROLES.heldout, help="the split to evaluate, any label "
+                                                 "(\"\" for all)"),
+             json_out: Optional[Path] = typer.Option(None, "--json"),
              store: Optional[Path] = None, harness: HarnessConfig = None) -> None:
     """Evaluate policies on the same tasks in the same harness."""
     import tempfile
@@ -114,9 +135,14 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     from trajforge.eval.run import compare
     from trajforge.eval.table import rich_table
 
+    refuse_target(json_out, "--json", source=store)
     pool = _load_tasks(tasks, split)
     pols = [_policy(spec, name[i] if i < len(name) else None) for i, spec in enumerate(policy)]
     store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))
+    which = f"split {split!r}" if split else f"all splits ({_split_counts(pool)})"
+    console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'} from {tasks}",
+                  highlight=False, markup=False,
+                  soft_wrap=True)
     results = compare(pool, pols, store, harness=harness)
     console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
     if json_out:

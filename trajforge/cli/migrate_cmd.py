@@ -18,6 +18,8 @@ from typing import Optional
 
 import typer
 
+from trajforge.cli.targets import refuse_target
+
 
 def _fail(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
@@ -51,6 +53,7 @@ def migrate(
         return
     if store is None or out is None:
         _fail("give the STORE to migrate and --out NEW_STORE (or --adapter DIR)")
+    refuse_target(out, "--out", source=store)
     flags = any((rename_tool, rename_arg, drop_arg, default))
     if mapping and flags:
         _fail("give the change either as --mapping FILE or as flags, not both")

@@ -23,8 +23,10 @@ def report(run_dir: Path = typer.Argument(..., help="run directory (any director
            after: Optional[str] = typer.Option(None, help="policy shown as 'after'"),
            title: Optional[str] = typer.Option(None, help="page title")) -> None:
     """Write a self-contained HTML report: before/after metrics, plots, flipped tasks with their episodes."""
+    from trajforge.cli.targets import refuse_target
     from trajforge.eval.report import write_report
 
+    refuse_target(out, "--out")  # the default, RUN_DIR/report.html, is the command's own
     try:
         path = write_report(run_dir, out, before=before, after=after, title=title)
     except (ValueError, RuntimeError, OSError) as e:

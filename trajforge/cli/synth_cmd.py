@@ -3,11 +3,16 @@
     trajforge synth --env sql --n 200 --out tasks.jsonl                        # templates
     trajforge synth --env sql --llm http://127.0.0.1:8000/v1 --llm-model qwen \\
         --n 50 --pool tasks.jsonl --out tasks.jsonl                              # LLM, merged
-    trajforge synth --env sql --db shop.sqlite --questions q.jsonl --out shop.jsonl
+    trajforge synth --env sql --db shop.sqlite --questions q.jsonl --split train --out shop.jsonl
+    trajforge synth --env sql --questions dev.json --db-dir database/ --split dev --out dev.jsonl
+    trajforge synth --env sql-exec --questions dev.json --db-dir database/ --out dev.jsonl  # all by execution
     trajforge synth --env sql --db shop.sqlite --llm URL --llm-model NAME --n 50 --out shop.jsonl
 
 Every path prints one table: tasks kept and candidates rejected, per tier and per reason. With
-``--pool`` the existing pool comes first in ``--out`` and new tasks that repeat it are dropped.
+``--pool`` the existing pool comes first in ``--out`` and new tasks that repeat it are dropped
+(your own questions: only the very same rows, by id). Your questions are never deduplicated unless
+asked: rows sharing a question or a gold query are listed, with the groups that cross splits, and
+``--dedup exact|near`` drops the repeats (``envs/sql/byo.py``).
 ``--tier`` keeps only those tiers; ``--tier-by SPEC`` re-tiers new tasks by that policy's solve
 rate over ``--tier-samples`` episodes. If the LLM becomes unreachable mid-run, the tasks verified
 until then are still written, and the command exits 1.
@@ -25,12 +30,17 @@ from rich.table import Table
 from rich.text import Text
 
 from trajforge.cli.options import Options, with_configs
+from trajforge.cli.targets import refuse_target
 from trajforge.tasks.llm import LLMConfig
 from trajforge.tasks.pool import Rejection, SynthReport
+from trajforge.tasks.splits import ROLES
 
 console = Console()
 TIERS = ("easy", "medium", "hard")
 SHOWN_REJECTIONS = 30
+SHOWN_DUPLICATES = 10
+SQL_ENVS = ("sql", "sql-exec")
+"""Environments that take your own SQLite files and questions."""
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -52,12 +62,21 @@ def synth(
     seed: int = typer.Option(0, help="template draw / LLM request seed"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
-    db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql)"),
-    questions: Optional[Path] = typer.Option(None, help='JSONL of {"question", "sql", "split"?}'),
+    db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql or sql-exec)"),
+    questions: Optional[Path] = typer.Option(None, help='JSONL of {"question", "sql", "split"?}, or a '
+                                             "Spider/BIRD JSON array (query/SQL, db_id, evidence)"),
+    db_dir: Optional[Path] = typer.Option(None, help="folder of <db_id>/<db_id>.sqlite for --questions "
+                                          "rows with a db_id (Spider, BIRD)"),
     pool: Optional[Path] = typer.Option(None, help="existing pool to merge into (kept first)"),
     tier: list[str] = typer.Option([], help="keep only this tier (repeatable; with templates it "
                                    "filters the n drawn)"),
-    split: str = typer.Option("train", help="split for LLM-written tasks"),
+    split: Optional[str] = typer.Option(None, help="split label (any) of --questions rows without a "
+                                        "split field, and of LLM-written tasks (default train)"),
+    dedup: Optional[str] = typer.Option(None, help="drop repeated --questions rows: exact (same "
+                                        "question) or near (also same gold query, reworded); "
+                                        "default: keep and report them"),
+    compare: str = typer.Option("multiset", help="how execution-accuracy tasks compare rows: "
+                                "multiset (Spider) or set (BIRD)"),
     tier_by: Optional[str] = typer.Option(None, help="policy SPEC whose solve rate sets tiers"),
     tier_samples: int = typer.Option(4, help="episodes per task for --tier-by"),
     rejected: Optional[Path] = typer.Option(None, help="write every rejection here as JSONL"),
@@ -67,7 +86,9 @@ def synth(
     from trajforge.envs import env_class
     from trajforge.tasks.dedup import merge_pools
 
-    _check_options(env, db, questions, llm, llm_model, tier, split)
+    _check_options(env, db, questions, llm, llm_model, tier, split, db_dir, dedup, compare)
+    refuse_target(out, "--out")
+    refuse_target(rejected, "--rejected")
     try:
         env_class(env)
     except KeyError as e:
@@ -75,19 +96,24 @@ def synth(
     base = _read_pool(pool) if pool else []
     wanted = tuple(tier) or TIERS
     similarity = llm_options["similarity"]
-    report, stop = _generate(env, n, seed, base, wanted, split, db, questions, llm, llm_model, llm_options)
+    if questions:
+        report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
+    else:
+        report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options)
+    report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
     _keep_tiers(report, wanted)
-    merged, repeats = merge_pools(base, report.tasks, similarity)
+    merged, repeats = merge_pools(base, report.tasks, similarity, dedup_text=not questions)
     for reason, count in repeats.items():
         report.dropped[reason] = report.dropped.get(reason, 0) + count
     report.tasks = merged[len(base):]
     from trajforge.tasks.pool import write_tasks
 
     write_tasks(out, merged)
-    console.print(summary_table(report, title=f"synth --env {env}: {_mode(db, questions, llm)}"))
+    console.print(summary_table(report, title=f"synth --env {env}: {_mode(db, questions, llm, db_dir)}"))
     _print_rejections(report)
+    _print_duplicates(report, dedup)
     if rejected:
         rejected.write_text("".join(r.model_dump_json() + "\n" for r in report.rejected))
     splits = Counter(t.split for t in report.tasks)
@@ -97,24 +123,41 @@ def synth(
         _fail(f"{stop}; the {len(report.tasks)} tasks verified before that were written", code=1)
 
 
-def _mode(db: Optional[Path], questions: Optional[Path], llm: Optional[str]) -> str:
+def _mode(db: Optional[Path], questions: Optional[Path], llm: Optional[str], db_dir: Optional[Path] = None) -> str:
     if questions:
-        return f"questions {questions.name} on {db.name if db else '?'}"
+        on = " and ".join(x for x in (db.name if db else "", f"{db_dir}/" if db_dir else "") if x)
+        return f"questions {questions.name}" + (f" on {on}" if on else "")
     if llm:
         return f"LLM at {llm}" + (f" on {db.name}" if db else "")
     return "templates"
 
 
-def _check_options(env: str, db, questions, llm, llm_model, tier: list[str], split: str) -> None:
+def _check_options(env: str, db, questions, llm, llm_model, tier: list[str], split: Optional[str],
+                   db_dir=None, dedup=None, compare="multiset") -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from trajforge.envs.sql.compare import COMPARES
+    from trajforge.schema import Split
+
     bad = [t for t in tier if t not in TIERS]
     if bad:
         _fail(f"--tier {bad[0]!r} is not a tier; use one of {', '.join(TIERS)}")
-    if split not in ("train", "test", "heldout"):
-        _fail(f"--split {split!r} is not a split; use train, test or heldout")
-    if (db or questions) and env != "sql":
-        _fail(f"--db/--questions are for --env sql, not {env!r}")
-    if questions and not db:
-        _fail("--questions needs --db (the SQLite file the questions are about)")
+    if split is not None:
+        try:
+            TypeAdapter(Split).validate_python(split)
+        except ValidationError:
+            _fail(f"--split {split!r} is not a split label (any text without control characters or "
+                  "surrounding spaces, up to 200 characters)")
+    if (db or questions or db_dir) and env not in SQL_ENVS:
+        _fail(f"--db/--db-dir/--questions are for --env sql or sql-exec, not {env!r}")
+    if (db_dir or dedup) and not questions:
+        _fail("--db-dir and --dedup are for --questions")
+    if dedup not in (None, "exact", "near"):
+        _fail(f"--dedup must be exact or near, not {dedup!r}")
+    if compare not in COMPARES:
+        _fail(f"--compare must be one of {', '.join(COMPARES)}, not {compare!r}")
+    if db_dir and not db_dir.is_dir():
+        _fail(f"database folder {db_dir} does not exist")
     if questions and llm:
         _fail("use either --questions (your gold SQL) or --llm (an LLM writes tasks), not both")
     if db and not (questions or llm):
@@ -138,13 +181,24 @@ def _read_pool(path: Path):
         _fail(str(e))
 
 
-def _generate(env, n, seed, base, wanted, split, db, questions, llm, llm_model,
+def _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity) -> SynthReport:
+    from trajforge.envs.sql.byo import questions_to_tasks
+    from trajforge.envs.sql.questions import QuestionsError
+
+    try:
+        report = questions_to_tasks(db, questions, db_dir=db_dir, split=split, env=env, compare=compare,
+                                    dedup=dedup, similarity=similarity)
+    except (QuestionsError, FileNotFoundError) as e:
+        _fail(str(e))
+    if not report.tasks and report.rejected and all(r.reason == "no_database" for r in report.rejected):
+        _fail(f"--questions needs --db FILE, or --db-dir DIR for rows with a db_id: no row of "
+              f"{questions.name} found its database ({report.rejected[0].detail})")
+    return report
+
+
+def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
               llm_options: dict) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
-    if questions:
-        from trajforge.envs.sql.byo import questions_to_tasks
-
-        return questions_to_tasks(db, questions), None
     if llm:
         from pydantic import ValidationError
 
@@ -171,6 +225,15 @@ def _generate(env, n, seed, base, wanted, split, db, questions, llm, llm_model,
     except ValueError as e:
         _fail(f"{e}; use --llm to have an LLM write tasks for it")
     raise AssertionError("unreachable")
+
+
+def _with_db_hashes(tasks):
+    """Tasks on a database file (LLM-written ones too) record its content hash, so a file changed
+    later is refused by name instead of grading against stale answers (``envs/sql/dbfile.py``)."""
+    from trajforge.envs.sql.dbfile import db_digest
+
+    return [t.model_copy(update={"db_sha256": db_digest(t.db)}) if t.db and t.db_sha256 is None else t
+            for t in tasks]
 
 
 def _retier(tasks, spec: str, k: int):
@@ -214,6 +277,36 @@ def summary_table(report: SynthReport, title: str) -> Table:
         table.add_row(Text(reason, style=style), *(str(row[c]) for c in columns),
                       str(sum(row.values())))
     return table
+
+
+def _print_duplicates(report: SynthReport, dedup: Optional[str]) -> None:
+    """The rows of your questions that repeat each other, by what they share, and which groups
+    cross splits (leak); the groups themselves up to a screenful, leaking ones first."""
+    from trajforge.tasks.dedup import leakage
+
+    if not report.duplicates:
+        return
+    done = f"--dedup {dedup} dropped the repeats it covers" if dedup else "kept; --dedup exact|near drops them"
+    console.print(f"duplicates among your questions ({done}):")
+    for kind, label in (("question", "same question"), ("gold_query", "same gold query")):
+        groups = [g for g in report.duplicates if g.kind == kind]
+        if groups:
+            leaks = leakage(groups)
+            across = ", ".join(f"{pair} {n}" for pair, n in leaks.items())
+            rows, leaking = sum(len(g.sources) for g in groups), sum(g.leaks for g in groups)
+            console.print(Text(f"  {label}: {_n(len(groups), 'group')} ({_n(rows, 'row')}); {leaking} "
+                               f"cross{'es' if leaking == 1 else ''} splits" + (f" ({across})" if across else "")))
+    shown = sorted(report.duplicates, key=lambda g: not g.leaks)[:SHOWN_DUPLICATES]
+    for g in shown:
+        where = ", ".join(f"{s} ({sp})" for s, sp in zip(g.sources[:4], g.splits[:4]))
+        more = f" and {len(g.sources) - 4} more" if len(g.sources) > 4 else ""
+        console.print(Text(f"    {g.kind}: {where}{more}: {g.shared[:80]}"))
+    if len(report.duplicates) > SHOWN_DUPLICATES:
+        console.print(f"    ... and {len(report.duplicates) - SHOWN_DUPLICATES} more groups")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _print_rejections(report: SynthReport) -> None:

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from trajforge.cli.options import Options, with_configs
+from trajforge.cli.targets import refuse_target
 from trajforge.train.dpo import DPOConfig
 from trajforge.train.grpo import GRPOConfig
 from trajforge.train.sft import SFTConfig
@@ -71,6 +72,7 @@ def _hardware(cfg, load_in_4bit: bool, load_in_8bit: bool, max_minutes: float):
 
 def _launch(processes: int, cfg, out: Path, model: str) -> None:
     """With ``--processes N`` (N > 1) outside a launched run: run this very command in N processes."""
+    refuse_target(out, "--out")  # every recipe's first step: an adapter folder never goes into a store
     from trajforge.policies.models import resolve
     from trajforge.train.distributed import launched, relaunch
 

@@ -31,7 +31,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from trajforge.envs.base import Environment
-from trajforge.schema import Task, Tier, ToolCall
+from trajforge.schema import Task, Tier, ToolCall, Trajectory
 
 if TYPE_CHECKING:
     from trajforge.tasks.pool import SynthReport
@@ -39,12 +39,16 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "trajforge.envs"
 BUILTINS: dict[str, str] = {
     "sql": "trajforge.envs.sql",
+    "sql-exec": "trajforge.envs.sql:EXEC_SPEC",
     "travel": "trajforge.envs.travel",
     "web": "trajforge.envs.web",
     "code": "trajforge.envs.code",
 }
-"""Built-in environment name → the module exporting its ``SPEC`` (adding one is one line here)."""
+"""Built-in environment name → the module exporting its ``SPEC`` (or ``module:NAME`` for a spec
+under another name; adding one is one line here)."""
 MCP_PREFIX = "mcp:"
+DEFAULT_MAX_TURNS = 8
+"""Turns an episode of an environment that names none gets, when its task has no reference."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,13 @@ class EnvSpec:
     (pools from before ``Task.reasoning`` was filled); None: a neutral sentence."""
     summary: str = ""
     """One line about the environment, for help texts."""
+    wrong_answer: Callable[[Trajectory], str | None] | None = None
+    """How a submitted wrong answer went wrong, read off the trajectory (verdict, milestones, tool
+    results): a fail reason such as ``retrieval_miss`` or ``logic_break`` (``grade/outcome.py``
+    lists them); None, or a None result, grades it plain ``wrong_answer``."""
+    max_turns: int = DEFAULT_MAX_TURNS
+    """Turns an episode gets when neither the harness config nor the task's reference sets them
+    (``harness.budget.turn_budget``)."""
 
 
 _registered: dict[str, EnvSpec] = {}
@@ -99,7 +110,8 @@ def env_spec(name: str) -> EnvSpec:
     if name in _registered:
         return _registered[name]
     if name in BUILTINS:
-        spec = importlib.import_module(BUILTINS[name]).SPEC
+        module, _, attr = BUILTINS[name].partition(":")
+        spec = getattr(importlib.import_module(module), attr or "SPEC")
         _registered[name] = spec
         return spec
     points = _plugin_points()
@@ -149,5 +161,5 @@ def _load_point(name: str, point: Any) -> EnvSpec:
     return spec
 
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "EnvSpec", "MCP_PREFIX", "env_class", "env_names", "env_spec",
+__all__ = ["BUILTINS", "DEFAULT_MAX_TURNS", "ENTRY_POINT_GROUP", "EnvSpec", "MCP_PREFIX", "env_class", "env_names", "env_spec",
            "make_env", "register", "reload_entry_points", "unregister"]

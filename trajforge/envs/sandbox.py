@@ -65,6 +65,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from trajforge.envs.base import InfraError
 from trajforge.envs.memlimit import Cgroup, MemoryWatch
 from trajforge.envs.seccomp import filter_program
 from trajforge.envs.workdir import (
@@ -160,8 +161,11 @@ class RunResult(BaseModel):
         return f"[exit code {self.returncode}]"
 
 
-class SandboxUnavailable(RuntimeError):
-    """The sandbox self-test failed; the message says what failed and how to fix it."""
+class SandboxUnavailable(InfraError, RuntimeError):
+    """The sandbox self-test failed; the message says what failed and how to fix it (missing
+    bubblewrap, usually). Infrastructure: raised inside a tool it is an ``env_fault``."""
+
+    kind = "sandbox_unavailable"
 
 
 class UnsafeSandboxWarning(UserWarning):

@@ -2,6 +2,7 @@
 
     db = GuardedDb(path)                                   # read-only; db.schema describes it
     text, cells = db.query("SELECT ...", timeout_s=2.0, max_rows=50, max_chars=4000)
+    result = db.rows("SELECT ...", timeout_s=2.0, max_rows=10_000)  # typed values, for comparing
     db.close()                                             # the worker goes back to a pool
 
 Why a process, and not limits inside the harness:
@@ -39,7 +40,9 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from trajforge.envs.base import InfraError
 
 MEMORY_MB = 256
 """Address space of a worker (RLIMIT_AS): what one query may use, SQLite and Python together."""
@@ -52,15 +55,29 @@ POOL_MAX = 8
 MAX_SQL_CHARS = 20_000
 """Longer SQL text is refused before it is sent (SQLite's own limit is 20,000 bytes)."""
 _MAX_REPLY_BYTES = 16 * 1024 * 1024
+ROWS_MAX_BYTES = 8 * 1024 * 1024
+"""Most value bytes a ``rows`` reply carries (well under what the host reads from a worker)."""
 _WORKER = str(Path(__file__).with_name("sqlworker.py"))
+
+
+class ResultSet(NamedTuple):
+    """A query's whole result as values (``GuardedDb.rows``): ints, floats, text, None, bytes."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    complete: bool
+    """False when the result was cut at the row or byte cap (``rows`` is then only its start)."""
 
 
 class QueryFailed(sqlite3.OperationalError):
     """A statement failed: SQLite's message, or ``interrupted`` (time), ``out of memory``."""
 
 
-class WorkerLost(RuntimeError):
-    """The worker could not be started or stopped answering outside any query (infrastructure)."""
+class WorkerLost(InfraError, RuntimeError):
+    """The worker could not be started or stopped answering outside any query (infrastructure:
+    an ``InfraError``, so a tool that meets it ends as ``env_fault``, never as the model's error)."""
+
+    kind = "sql_worker"
 
 
 class _Worker:
@@ -90,6 +107,10 @@ class _Worker:
             self.kill()
             return None
         fd = self.proc.stdout.fileno()
+        # poll, not select: select cannot wait on descriptors past 1024, which a process running
+        # many episodes at once (each with its worker's pipes) soon has.
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         buf = bytearray()
         deadline = time.monotonic() + wait_s
         while not buf.endswith(b"\n"):
@@ -97,8 +118,7 @@ class _Worker:
             if remaining <= 0 or len(buf) > _MAX_REPLY_BYTES:
                 self.kill()
                 return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if ready:
+            if poller.poll(remaining * 1000):
                 data = os.read(fd, 1 << 20)
                 if not data:
                     self.kill()
@@ -144,21 +164,37 @@ class GuardedDb:
         self._finalizer = weakref.finalize(self, _discard, self._slot)
         self.schema: dict[str, str] = self._connect()
 
-    def query(self, sql: str, timeout_s: float, max_rows: int, max_chars: int
+    def query(self, sql: str, timeout_s: float, max_rows: int, max_chars: int, offset: int = 0
               ) -> tuple[str, list[list[str]]]:
-        """Run one statement within ``timeout_s``; the rendered text and the cells shown."""
-        if len(sql) > MAX_SQL_CHARS:
+        """Run one statement within ``timeout_s``; the rendered text and the cells shown (from
+        row ``offset`` on: a later page of a long result)."""
+        reply = self._statement({"op": "query", "sql": sql, "max_rows": max_rows,
+                                 "max_chars": max_chars, "offset": offset}, timeout_s)
+        return str(reply["text"]), [[str(c) for c in row] for row in reply["cells"]]
+
+    def rows(self, sql: str, timeout_s: float, max_rows: int, max_bytes: int = ROWS_MAX_BYTES
+             ) -> ResultSet:
+        """Run one statement within ``timeout_s``; its values, up to ``max_rows`` rows and
+        ``max_bytes`` of values (``complete`` says whether that was all of it)."""
+        reply = self._statement({"op": "rows", "sql": sql, "max_rows": max_rows,
+                                 "max_bytes": min(max_bytes, ROWS_MAX_BYTES)}, timeout_s)
+        rows = [tuple(bytes.fromhex(c["blob"]) if isinstance(c, dict) else c for c in row)
+                for row in reply["rows"]]
+        return ResultSet([str(c) for c in reply["columns"]], rows, bool(reply["complete"]))
+
+    def _statement(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one statement request under a deadline ``timeout_s`` from now; the worker's
+        successful reply, or the exception the statement (or the guard) raised."""
+        if len(request["sql"]) > MAX_SQL_CHARS:
             raise QueryFailed("query string is too large")
         for _ in range(2):  # a second time only when the worker was gone before the statement
             worker = self._slot[0]
             if worker is None or not worker.alive():
-                self._connect()
+                self._reconnect()
                 worker = self._slot[0]
             assert worker is not None
             deadline = time.monotonic() + timeout_s
-            reply = worker.ask({"op": "query", "sql": sql, "deadline": deadline,
-                                "max_rows": max_rows, "max_chars": max_chars},
-                               timeout_s + GRACE_S)
+            reply = worker.ask({**request, "deadline": deadline}, timeout_s + GRACE_S)
             if reply is not None or worker.received:
                 break
             self._slot[0] = None
@@ -169,7 +205,7 @@ class GuardedDb:
             raise QueryFailed(f"out of memory (the query needed more than {self.memory_mb} MB)")
         if not reply.get("ok"):
             raise _error(reply)
-        return str(reply["text"]), [[str(c) for c in row] for row in reply["cells"]]
+        return reply
 
     @property
     def worker_pid(self) -> int | None:
@@ -187,6 +223,14 @@ class GuardedDb:
                 _give(worker)
             else:
                 worker.kill()
+
+    def _reconnect(self) -> None:
+        """A fresh worker on the database that opened before: failing now is infrastructure (the
+        file went away or became unreadable mid-episode), whatever SQLite says."""
+        try:
+            self._connect()
+        except (sqlite3.Error, sqlite3.Warning) as e:
+            raise WorkerLost(f"the SQL worker could not reopen {self.path}: {e}") from None
 
     def _connect(self) -> dict[str, str]:
         """Take a worker and open the database in it; its schema."""

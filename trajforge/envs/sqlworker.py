@@ -6,7 +6,9 @@ is read)::
 
     {"op": "open", "path": P}                  -> {"ok": true, "schema": {table: description}}
     {"op": "query", "sql": Q, "deadline": T,   -> {"ok": true, "text": ..., "cells": [[...]]}
-     "max_rows": N, "max_chars": C}
+     "max_rows": N, "max_chars": C, "offset": K?}
+    {"op": "rows", "sql": Q, "deadline": T,    -> {"ok": true, "columns": [...], "rows": [[...]],
+     "max_rows": N, "max_bytes": B}                "complete": bool}
     {"op": "close"}                            -> {"ok": true}
     any failure                                -> {"ok": false, "error": MESSAGE,
                                                    "kind": sqlite3 class name, "fatal": bool}
@@ -15,7 +17,9 @@ What holds here: the database opened read-only; an authorizer allow-listing read
 PRAGMA, writes and ``load_extension`` are refused while the statement is prepared); a progress
 handler that interrupts the statement at ``deadline`` (an absolute ``time.monotonic()``, the same
 clock as the host's); ``SQLITE_LIMIT_LENGTH`` on any single value; the rendered result capped in
-rows, characters and per-cell length. The process itself runs under RLIMIT_AS (``MEMORY_MB``), so
+rows, characters and per-cell length (``query``: what a model is shown); ``rows`` gives the
+values themselves, typed (a blob as ``{"blob": HEX}``), up to a row and byte cap, for comparing
+whole results (execution accuracy). The process itself runs under RLIMIT_AS (``MEMORY_MB``), so
 SQLite's heap *and* the Python objects a result row becomes are bounded (a 2,000-column row of
 1 MB blobs is a ``MemoryError`` here, not 2 GB in the harness); temp files under RLIMIT_FSIZE.
 A ``MemoryError`` is reported as fatal and the worker exits, so the next query gets a fresh one.
@@ -111,9 +115,10 @@ def format_cell(value: Any) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def render_rows(columns: list[str], rows: Any, max_rows: int, max_chars: int
+def render_rows(columns: list[str], rows: Any, max_rows: int, max_chars: int, offset: int = 0
                 ) -> tuple[str, list[list[str]]]:
-    """Render a cursor's rows; returns (text, cells of the rows shown)."""
+    """Render a cursor's rows, from row ``offset`` on (the rows before it are only counted);
+    returns (text, cells of the rows shown)."""
     lines = ["|".join(format_cell(c) for c in columns)]
     shown: list[list[str]] = []
     size = len(lines[0])
@@ -122,7 +127,7 @@ def render_rows(columns: list[str], rows: Any, max_rows: int, max_chars: int
     it = iter(rows)
     for row in it:
         total += 1
-        if not full:
+        if not full and total > offset:
             cells = [format_cell(v) for v in row]
             line = "|".join(cells)
             if len(shown) >= max_rows or size + len(line) + 1 > max_chars:
@@ -134,14 +139,39 @@ def render_rows(columns: list[str], rows: Any, max_rows: int, max_chars: int
         if total >= COUNT_LIMIT:
             # Don't scan a million-row result just to count it.
             if next(it, None) is not None:
-                lines.append(f"... (truncated: {len(shown)} of {COUNT_LIMIT}+ rows shown)")
+                lines.append(_footer(len(shown), f"{COUNT_LIMIT}+", offset))
                 return "\n".join(lines), shown
             break
-    if len(shown) < total:
-        lines.append(f"... (truncated: {len(shown)} of {total} rows shown)")
+    if offset or len(shown) < total:
+        lines.append(_footer(len(shown), str(total), offset))
     else:
         lines.append(f"({total} row{'' if total == 1 else 's'})")
     return "\n".join(lines), shown
+
+
+def _footer(shown: int, total: str, offset: int) -> str:
+    """The last line of a result that is not shown whole: a first page, or a later one."""
+    if not offset:
+        return f"... (truncated: {shown} of {total} rows shown)"
+    if not shown:
+        return f"... (no rows past row {offset}; the result has {total} rows)"
+    return f"... (rows {offset + 1}-{offset + shown} of {total} shown)"
+
+
+def json_cell(value: Any) -> Any:
+    """One value as JSON keeps it: numbers, text and NULL as they are, a blob as ``{"blob": HEX}``."""
+    if isinstance(value, bytes):
+        return {"blob": value.hex()}
+    return value
+
+
+def cell_bytes(value: Any) -> int:
+    """Roughly what one value costs in a ``rows`` reply."""
+    if isinstance(value, str):
+        return len(value) + 3
+    if isinstance(value, dict):
+        return 2 * len(value["blob"]) + 12
+    return 8
 
 
 TEMP_FILE_MB = 256
@@ -168,26 +198,53 @@ class Session:
             return {"ok": True, "schema": schema}
         if op == "query":
             return self.query(str(request["sql"]), float(request["deadline"]),
-                              int(request["max_rows"]), int(request["max_chars"]))
+                              int(request["max_rows"]), int(request["max_chars"]),
+                              int(request.get("offset", 0)))
+        if op == "rows":
+            return self.rows(str(request["sql"]), float(request["deadline"]),
+                             int(request["max_rows"]), int(request["max_bytes"]))
         if op == "close":
             self.close()
             return {"ok": True}
         return {"ok": False, "error": f"unknown request {op!r}"}
 
-    def query(self, sql: str, deadline: float, max_rows: int, max_chars: int) -> dict[str, Any]:
+    def query(self, sql: str, deadline: float, max_rows: int, max_chars: int, offset: int = 0
+              ) -> dict[str, Any]:
+        def shown(columns: list[str], cursor: sqlite3.Cursor) -> dict[str, Any]:
+            text, cells = render_rows(columns, cursor, max_rows, max_chars, max(0, offset))
+            return {"ok": True, "text": text, "cells": cells}
+
+        return self._run(sql, deadline, shown)
+
+    def rows(self, sql: str, deadline: float, max_rows: int, max_bytes: int) -> dict[str, Any]:
+        """The result's values, typed; ``complete`` is False when it has more than ``max_rows``
+        rows or ``max_bytes`` of values (reading stops there)."""
+        def values(columns: list[str], cursor: sqlite3.Cursor) -> dict[str, Any]:
+            out: list[list[Any]] = []
+            size = 0
+            for row in cursor:
+                cells = [json_cell(v) for v in row]
+                size += sum(cell_bytes(c) for c in cells)
+                if len(out) >= max_rows or size > max_bytes:
+                    return {"ok": True, "columns": columns, "rows": out, "complete": False}
+                out.append(cells)
+            return {"ok": True, "columns": columns, "rows": out, "complete": True}
+
+        return self._run(sql, deadline, values)
+
+    def _run(self, sql: str, deadline: float, read: Any) -> dict[str, Any]:
+        """Execute ``sql`` under ``deadline`` and let ``read(columns, cursor)`` make the reply."""
         if self.conn is None:
             return {"ok": False, "error": "no database is open"}
         self.deadline = deadline
         try:
             cursor = self.conn.execute(sql)
             try:
-                columns = [d[0] for d in cursor.description or ()]
-                text, cells = render_rows(columns, cursor, max_rows, max_chars)
+                return read([d[0] for d in cursor.description or ()], cursor)
             finally:
                 cursor.close()
         finally:
             self.deadline = math.inf
-        return {"ok": True, "text": text, "cells": cells}
 
     def close(self) -> None:
         if self.conn is not None:

@@ -176,6 +176,28 @@ def usage(root: Path, max_entries: int | None = None) -> tuple[int, int]:
     return size, count
 
 
+def list_files(root: Path, limit: int = 20, max_entries: int = 5000) -> tuple[list[str], bool]:
+    """Up to ``limit`` paths of regular files and links under ``root`` (walk order, links not
+    followed), and whether there are more; the walk stops after ``max_entries`` entries. What a
+    "no such file" message shows, so the model sees which files do exist."""
+    found: list[str] = []
+    more = False
+    walk = _walk(root)
+    try:
+        for seen, entry in enumerate(walk):
+            if seen >= max_entries:
+                more = True
+                break
+            if entry.kind in ("file", "link"):
+                if len(found) == limit:
+                    more = True
+                    break
+                found.append(entry.rel)
+    finally:
+        walk.close()
+    return found, more
+
+
 def replace_tree(root: Path, tree: Tree) -> None:
     """Make ``root`` hold exactly ``tree``; on any failure ``root`` is left as it was.
 

@@ -1,11 +1,20 @@
-"""Text and HTML renderings of ``{policy: metrics}`` comparisons."""
+"""Text and HTML renderings of ``{policy: metrics}`` comparisons.
+
+The text table is made to be read in a terminal or a CI log: a header rule instead of a box, each
+interval in one short cell (``85-100%``), and every column but the policy's kept on one line, so a
+comparison of policies with names up to ~30 characters fits 100 columns with no header cut or
+wrapped (a longer name folds inside its own column).
+"""
 
 from __future__ import annotations
 
 import html
 from typing import Any
 
+from rich import box
 from rich.table import Table
+
+COLUMNS = ("policy", "tier", "n", "completion", "95% CI", "validity", "95% CI", "avg turns")
 
 
 def _pct(x: float) -> str:
@@ -16,15 +25,21 @@ def _ci(ci: list[float]) -> str:
     return f"[{_pct(ci[0])}, {_pct(ci[1])}]"
 
 
+def _short_ci(ci: list[float]) -> str:
+    return f"{100 * ci[0]:.0f}-{_pct(ci[1])}"
+
+
 def rich_table(results: dict[str, Any], title: str = "") -> Table:
-    table = Table(title=title)
-    for col in ("policy", "tier", "n", "completion", "95% CI", "validity", "95% CI", "avg turns"):
-        table.add_column(col, justify="left" if col in ("policy", "tier") else "right")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in COLUMNS:
+        left = col in ("policy", "tier")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col != "policy",
+                         overflow="fold", min_width=len(col))
     for name, m in results.items():
         rows = [("all", m)] + list(m.get("tiers", {}).items())
         for tier, r in rows:
             table.add_row(name if tier == "all" else "", tier, str(r["n"]), _pct(r["completion"]),
-                          _ci(r["completion_ci95"]), _pct(r["validity"]), _ci(r["validity_ci95"]),
+                          _short_ci(r["completion_ci95"]), _pct(r["validity"]), _short_ci(r["validity_ci95"]),
                           f"{r['avg_turns']:.2f}")
     return table
 

@@ -21,6 +21,10 @@ that crashed. What the model wrote (no call, malformed call, invalid arguments, 
 never retried: it is fed back to the model, as always. Each fault is recorded on the trajectory
 (``Trajectory.faults``, ``Step.retries``), retried or not; one that could not be retried away ends
 the episode with ``end="env_fault"``, which grading labels ``env_fault`` and training never uses.
+Any other exception inside one episode ends that episode, recorded, never the run: raised by the
+policy (``policy_error``) or the environment (``tool_crash``, ...) it is an ``env_fault``; raised
+while handling the model's turn it is ``harness_error``, a failed episode
+(``trajforge.harness.faults``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from trajforge.envs import env_class
 from trajforge.harness.events import EventLog
 from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, default_env_factory,
                                         make_executor)
-from trajforge.harness.loop import Episode, HarnessConfig
+from trajforge.harness.faults import HARNESS_ERROR, checked, fault
+from trajforge.harness.loop import Episode, HarnessConfig, unstarted
 from trajforge.parse.base import ParseResult
 from trajforge.policies.base import Generation, Policy, RequestFault, TurnRequest
 from trajforge.schema import Fault, SamplingConfig, Step, Task, ToolCall, Trajectory, Verdict
@@ -123,10 +128,13 @@ class _EpisodeRun:
         call short, and then the environment (busy on its thread) is abandoned, never closed."""
         self.stuck = False
 
-    def fault(self, kind: str, message: str, attempt: int, elapsed_s: float, retried: bool) -> None:
-        step = len(self.ep.steps) if self.ep is not None else None
-        self.faults.append(Fault(kind=kind, message=message[:500], attempt=attempt,
-                                 elapsed_s=round(elapsed_s, 4), step=step, retried=retried))
+    def fault(self, kind: str, message: str | BaseException, attempt: int = 0, elapsed_s: float = 0.0,
+              retried: bool = False) -> None:
+        """Record a fault: on the episode once it runs, else on this run (before its first turn)."""
+        if self.ep is None:
+            self.faults.append(fault(kind, message, None, attempt, elapsed_s, retried))
+        else:
+            self.ep.faults.append(fault(kind, message, len(self.ep.steps), attempt, elapsed_s, retried))
 
     async def backoff(self, attempt: int, retry_after_s: float | None = None) -> None:
         await asyncio.sleep(backoff_delay(attempt, self.cfg, retry_after_s))
@@ -143,6 +151,9 @@ class _EpisodeRun:
                 self.fault(e.kind, e.message, attempt, time.perf_counter() - t0, retry)
                 if not retry:
                     raise _Ended from None
+            except Exception as e:  # noqa: BLE001 - an executor that raised untyped: the env did not start
+                self.fault("env_start", e, attempt, time.perf_counter() - t0)
+                raise _Ended from None
             await self.backoff(attempt)
         raise AssertionError("unreachable: the last attempt raises or returns")
 
@@ -152,7 +163,7 @@ class _EpisodeRun:
             log.write("request_start", key=self.key, turn=turn, attempt=attempt)
             t0 = time.perf_counter()
             try:
-                gen = await self.run.act(req)
+                gen = checked(await self.run.act(req))
             except RequestFault as e:
                 elapsed = time.perf_counter() - t0
                 retry = e.retryable and attempt < self.cfg.retries
@@ -163,6 +174,12 @@ class _EpisodeRun:
                     raise _Ended from None
                 await self.backoff(attempt, e.retry_after_s)
                 continue
+            except Exception as e:  # noqa: BLE001 - the policy broke (or answered no Generation): infrastructure
+                elapsed = time.perf_counter() - t0
+                log.write("request", key=self.key, turn=turn, attempt=attempt,
+                          latency_s=round(elapsed, 4), status="policy_error", retry=False)
+                self.fault("policy_error", e, attempt, elapsed)
+                raise _Ended from None
             elapsed = time.perf_counter() - t0
             log.write("request", key=self.key, turn=turn, attempt=attempt,
                       latency_s=round(elapsed, 4), status="ok", retry=False)
@@ -177,11 +194,10 @@ class _EpisodeRun:
             self.in_env = True  # stays True if the episode deadline interrupts the call
             try:
                 out = await self.handle.execute(call, self.cfg.tool_timeout_s)
-            except EnvFault as e:
-                self.stuck = True
+            except Exception as e:  # noqa: BLE001 - EnvFault, or an executor that raised untyped
+                self.env_failed(e, "tool_crash", time.perf_counter() - t0, attempt)
                 log.write("tool", key=self.key, turn=turn, name=call.name,
-                          latency_s=round(time.perf_counter() - t0, 4), status="timeout")
-                self.fault(e.kind, e.message, attempt, time.perf_counter() - t0, False)
+                          latency_s=round(time.perf_counter() - t0, 4), status="timeout" if self.stuck else "fault")
                 raise _Ended from None
             self.in_env = False
             res = out.result
@@ -201,8 +217,12 @@ class _EpisodeRun:
 
     async def play(self) -> None:
         self.handle = await self.open_env()
-        self.ep = Episode(self.task, self.sample, self.handle, self.run.policy, self.run.harness,
-                          observation=self.handle.observation)
+        try:
+            self.ep = Episode(self.task, self.sample, self.handle, self.run.policy, self.run.harness,
+                              observation=self.handle.observation)
+        except Exception as e:  # noqa: BLE001 - e.g. a handle whose toolset is broken: it did not start
+            self.fault("env_start", e)
+            raise _Ended from None
         self.ep.started = self.started
         while not self.ep.end:
             gen, gen_s, retries = await self.generate()
@@ -218,11 +238,29 @@ class _EpisodeRun:
         self.in_env = True
         try:
             self.verdict = await self.handle.verify(self.cfg.tool_timeout_s)
-        except EnvFault as e:
-            self.stuck = True
-            self.fault(e.kind, e.message, 0, e.elapsed_s, False)
+        except Exception as e:  # noqa: BLE001 - EnvFault, or an executor that raised untyped
+            self.env_failed(e, "env_verify", getattr(e, "elapsed_s", 0.0), 0)
             raise _Ended from None
         self.in_env = False
+
+    def env_failed(self, e: Exception, kind: str, elapsed_s: float, attempt: int) -> None:
+        """Record an environment call that failed: an ``EnvFault`` as it says (a stuck call leaves
+        the environment busy, so it is abandoned, never closed); any other exception as ``kind``,
+        with the environment treated as stuck (nothing is known about it)."""
+        if isinstance(e, EnvFault):
+            self.stuck = e.stuck
+            self.fault(e.kind, e.message, attempt, elapsed_s)
+        else:
+            self.stuck = True
+            self.fault(kind, e, attempt, elapsed_s)
+        self.in_env = self.stuck
+
+    def failed(self, e: Exception) -> None:
+        """End the episode on an exception raised while handling its turn: ``harness_error``."""
+        if self.ep is None:
+            self.fault("env_start", e)
+        else:
+            self.ep.fail(HARNESS_ERROR, e, end=HARNESS_ERROR)
 
     def abort(self) -> None:
         """End the episode as an env fault where it stands (its last fault says why)."""
@@ -234,25 +272,29 @@ class _EpisodeRun:
         self.ep.end = "env_fault"
 
     def trajectory(self) -> Trajectory:
-        if self.ep is not None:
-            traj = self.ep.trajectory(self.verdict)
-        else:  # the environment never started
-            t, policy = self.task, self.run.policy
-            traj = Trajectory(task_id=t.id, sample=self.sample, policy=policy.name, env=t.env,
-                              toolset_fingerprint="", dialect=policy.dialect.name, tier=t.tier,
-                              split=t.split, end="env_fault", reference_turns=len(t.reference),
-                              wall_s=time.perf_counter() - self.started)
-        traj.faults = self.faults
+        wall_s = time.perf_counter() - self.started
+        if self.ep is None:  # the environment never started
+            traj = unstarted(self.task, self.sample, self.run.policy, self.faults, wall_s)
+        else:
+            try:
+                traj = self.ep.trajectory(self.verdict)
+            except Exception as e:  # noqa: BLE001 - a verdict of the wrong shape: the env's fault
+                self.ep.fail("env_verify", e)
+                traj = self.ep.trajectory(None)
+            traj.faults = self.faults + traj.faults
         traj.sampling = self.run.sampling
         return traj
 
     async def release(self) -> None:
         if self.handle is None:
             return
-        if self.stuck or self.in_env:  # a call is still running in it: never touch it again
-            self.handle.abandon()
-        else:
-            await self.handle.close(min(self.cfg.tool_timeout_s, 5.0))
+        try:
+            if self.stuck or self.in_env:  # a call is still running in it: never touch it again
+                self.handle.abandon()
+            else:
+                await self.handle.close(min(self.cfg.tool_timeout_s, 5.0))
+        except Exception:  # noqa: BLE001 - the episode is recorded; a failing release loses nothing
+            pass
 
 
 async def run_episode(run: _Run, task: Task, sample: int) -> Trajectory:
@@ -264,14 +306,15 @@ async def run_episode(run: _Run, task: Task, sample: int) -> Trajectory:
         try:
             async with deadline:
                 await er.play()
-        except TimeoutError:
-            if not deadline.expired():
-                raise  # not ours: a bug elsewhere, not a fault to record
-            er.fault("episode_timeout", f"episode still running after {run.cfg.episode_timeout_s:g}s",
-                     0, time.perf_counter() - er.started, False)
-            er.abort()
         except _Ended:
             er.abort()
+        except Exception as e:  # noqa: BLE001 - one episode's exception ends that episode, never the run
+            if isinstance(e, TimeoutError) and deadline.expired():
+                er.fault("episode_timeout", f"episode still running after {run.cfg.episode_timeout_s:g}s",
+                         0, time.perf_counter() - er.started, False)
+                er.abort()
+            else:  # raised while handling the model's turn (outside calls are typed above)
+                er.failed(e)
         traj = er.trajectory()
     finally:
         await er.release()

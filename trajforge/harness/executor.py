@@ -16,7 +16,9 @@ deadline. Two executors:
 
 Environment failures surface as ``EnvFault``: a start that raised (``env_start``, retryable), a
 call past its deadline (``tool_timeout`` / ``env_timeout``, not retryable: the environment is
-stuck mid-call), or a lost worker (``env_lost``).
+stuck mid-call), a call that raised out of the environment (``tool_crash``, ``env_verify``: not
+retryable, its state is unknown, but it is not busy and is closed as usual), or a lost worker
+(``env_lost``).
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from typing import Any, Callable, NamedTuple, Protocol
 
 from trajforge._compat import moved_names
 from trajforge.envs import Environment, make_env
 from trajforge.envs.toolsets import class_toolset
+from trajforge.harness.faults import describe
+from trajforge.harness.loop import execute_call
 from trajforge.schema import Task, ToolCall, ToolResult, Toolset, Verdict
 
 EnvFactory = Callable[[Task], Environment]
@@ -42,15 +47,18 @@ def default_env_factory(task: Task) -> Environment:
 class EnvFault(Exception):
     """The environment, not the model, failed."""
 
-    def __init__(self, kind: str, message: str, retryable: bool, elapsed_s: float = 0.0):
+    def __init__(self, kind: str, message: str, retryable: bool, elapsed_s: float = 0.0, stuck: bool = True):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
         self.retryable = retryable
         self.elapsed_s = elapsed_s
+        self.stuck = stuck
+        """The environment may still be running the call (a deadline passed, a worker was lost),
+        so nothing more may be sent to it; False when the call returned, by raising."""
 
     def __reduce__(self):  # crosses process boundaries (Ray actors) intact
-        return EnvFault, (self.kind, self.message, self.retryable, self.elapsed_s)
+        return EnvFault, (self.kind, self.message, self.retryable, self.elapsed_s, self.stuck)
 
 
 class Executed(NamedTuple):
@@ -169,29 +177,35 @@ class LocalHandle:
     def toolset(self) -> Toolset:
         return self._toolset
 
-    async def _run(self, fn: Callable[[], Any], timeout_s: float, kind: str, what: str) -> Any:
+    async def _run(self, fn: Callable[[], Any], timeout_s: float, kind: str, what: str, crash: str) -> Any:
+        """``fn`` on the episode's thread: a call past ``timeout_s`` is ``EnvFault(kind)`` (stuck),
+        one that raised is ``EnvFault(crash)`` (not stuck)."""
+        t0 = time.perf_counter()
         try:
             return await _call(self.worker, fn, timeout_s)
         except TimeoutError:
             self.abandon()
             raise EnvFault(kind, f"{what} still running after {timeout_s:g}s", retryable=False,
                            elapsed_s=timeout_s) from None
+        except Exception as e:  # noqa: BLE001 - whatever the environment raised is its fault, typed
+            raise EnvFault(crash, f"{what} raised {describe(e)}", retryable=False,
+                           elapsed_s=time.perf_counter() - t0, stuck=False) from None
 
     async def execute(self, call: ToolCall, timeout_s: float) -> Executed:
         def run() -> Executed:
-            result = self.env.execute(call)
+            result = execute_call(self.env, call)
             return Executed(result, self.env.done)
 
-        return await self._run(run, timeout_s, "tool_timeout", f"tool {call.name!r}")
+        return await self._run(run, timeout_s, "tool_timeout", f"tool {call.name!r}", "tool_crash")
 
     async def verify(self, timeout_s: float) -> Verdict:
-        return await self._run(self.env.verify, timeout_s, "env_timeout", "verify")
+        return await self._run(self.env.verify, timeout_s, "env_timeout", "verify", "env_verify")
 
     async def close(self, timeout_s: float) -> None:
         if self._stuck:
             return
         try:
-            await self._run(self.env.close, timeout_s, "env_timeout", "close")
+            await self._run(self.env.close, timeout_s, "env_timeout", "close", "env_close")
         except Exception:  # noqa: BLE001 - a failing close must not lose a finished episode
             self.abandon()
             return
@@ -227,7 +241,7 @@ class AsyncioExecutor:
                            retryable=False, elapsed_s=timeout_s) from None
         except Exception as e:  # noqa: BLE001 - a failed start is an env fault; retried by the harness
             self.threads.checkin(worker)
-            raise EnvFault("env_start", f"{type(e).__name__}: {e}", retryable=True) from None
+            raise EnvFault("env_start", describe(e), retryable=True) from None
         # One Toolset object per environment class: parsers index a toolset once per object.
         return LocalHandle(env, worker, self.threads, class_toolset(type(env)), observation)
 

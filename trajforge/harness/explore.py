@@ -8,6 +8,10 @@ Each rewind is recorded on the trajectory (``Trajectory.rescues``, with the disc
 rescue rates can be measured and the data stays honest about what happened.
 
 Use: ``run_episodes(..., episode=guided(ExplorationConfig()))``.
+
+Snapshots and restores are the environment's: one that raises ends the episode as ``env_fault``
+(``env_start`` for the first snapshot, then ``env_snapshot`` or ``env_restore``) with the failing
+turns kept; a restore is tried before anything is discarded, so a failed rewind loses nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +57,10 @@ class GuidedEpisode(Episode):
         if not _failed(step):
             self.fails_in_row = 0
             if not self.end:
-                self.good = self._mark()
+                try:
+                    self.good = self._mark()
+                except Exception as e:  # noqa: BLE001 - the environment's snapshot failed: its fault
+                    self.fail("env_snapshot", e)
             return
         self.fails_in_row += 1
         if (self.fails_in_row >= self.explore.after_failures and self.end in ("", "max_errors", "max_turns")
@@ -62,12 +69,16 @@ class GuidedEpisode(Episode):
 
     def _rewind(self) -> None:
         n_messages, n_steps, snap = self.good
+        try:
+            self.env.restore(snap)
+        except Exception as e:  # noqa: BLE001 - the environment's state is unknown now: its fault
+            self.fail("env_restore", e)
+            return
         self.rescues.append(Rescue(at_turn=len(self.steps) - 1, restored_to=n_steps,
                                    temperature=self.explore.temperature,
                                    discarded=self.steps[n_steps:]))
         del self.messages[n_messages:]
         del self.steps[n_steps:]
-        self.env.restore(snap)
         self.end, self.errors_in_row, self.fails_in_row = "", 0, 0
         self.temperature = self.explore.temperature
 

@@ -26,7 +26,9 @@ pipeline shares: only the role's tools, plus ``handoff``. Every role's messages 
 one trajectory tagged with ``role_name``, so grading names the role a failure came from
 (``Outcome.failed_role``) and ``role_view`` cuts one role's turns out for training that role alone.
 Roles run stage by stage across all tasks: every task's first role is batched through its policy,
-then every task's second role, and so on.
+then every task's second role, and so on. As in the episode loop, an exception inside one task's
+run (its environment, a role's policy, the handling of a turn) ends that run with a recorded
+reason (``trajforge.harness.faults``), never the whole pipeline.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from trajforge._compat import moved_names
 from trajforge.envs import Environment, env_toolset, make_env
 from trajforge.envs.toolsets import KNOWN
-from trajforge.harness.loop import Episode, HarnessConfig
-from trajforge.schema import Message, Step, Task, ToolCall, ToolResult, ToolSpec, Toolset, Trajectory
+from trajforge.harness.faults import HARNESS_ERROR, act_each, fault
+from trajforge.harness.loop import Episode, HarnessConfig, close_quietly, conclude
+from trajforge.schema import Fault, Message, Step, Task, ToolCall, ToolResult, ToolSpec, Toolset, Trajectory
 
 HANDOFF = "handoff"
 """Name of the tool a role calls to pass its result on."""
@@ -187,9 +190,15 @@ class _RoleEnv:
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}"
                                  for err in e.errors())
-            return ToolResult(name=HANDOFF, ok=False, error="invalid_handoff",
-                              content=f"Error: handoff rejected ({problems}). Fix it and call {HANDOFF} again.")
+            return self._rejected(problems[:2000])
+        except Exception as e:  # noqa: BLE001 - a channel type's own validator raised on what the model wrote
+            return self._rejected(f"{type(e).__name__} while checking it")
         return ToolResult(name=HANDOFF, content="Handed off.")
+
+    @staticmethod
+    def _rejected(problems: str) -> ToolResult:
+        return ToolResult(name=HANDOFF, ok=False, error="invalid_handoff",
+                          content=f"Error: handoff rejected ({problems}). Fix it and call {HANDOFF} again.")
 
 
 class _Run:
@@ -197,14 +206,28 @@ class _Run:
 
     def __init__(self, pipeline: Pipeline, task: Task, sample: int):
         self.pipeline, self.task, self.sample = pipeline, task, sample
-        self.env = make_env(pipeline.env, seed=task.seed)
-        self.observation = self.env.reset(task)
-        """Shown to the first role only: later roles get what the previous one handed over."""
         self.messages: list[Message] = []
         self.steps: list[Step] = []
         self.input: BaseModel | None = None
         self.end = ""
+        self.faults: list[Fault] = []
         self.started = time.perf_counter()
+        self.env: Environment | None = None
+        self.observation = ""
+        """Shown to the first role only: later roles get what the previous one handed over."""
+        env = None
+        try:
+            env = make_env(pipeline.env, seed=task.seed)
+            self.observation = env.reset(task)
+            self.env = env
+        except Exception as e:  # noqa: BLE001 - an environment that cannot start ends only this run
+            if env is not None:
+                close_quietly(env)
+            self.fail("env_start", e)
+
+    def fail(self, kind: str, error: BaseException, end: str = "env_fault") -> None:
+        self.faults.append(fault(kind, error, step=len(self.steps)))
+        self.end = end
 
     def episode(self, role: Role, toolset: Toolset) -> tuple[Episode, _RoleEnv]:
         view = _RoleEnv(self.env, role, toolset)
@@ -218,21 +241,27 @@ class _Run:
         self.messages += [m.model_copy(update={"role_name": role.name}) for m in ep.messages]
         self.steps += [s.model_copy(update={"role_name": role.name, "index": len(self.steps) + i})
                        for i, s in enumerate(ep.steps)]
+        self.faults += ep.faults
         if view.handed is not None and not self.env.done and not last:
             self.input = view.handed
         else:
             self.end = ep.end
 
     def finish(self) -> Trajectory:
-        verdict = self.env.verify()
-        self.env.close()
+        verdict = None
+        if self.env is not None:
+            verdict = conclude(self.env)
+            if isinstance(verdict, Exception):
+                self.fail("env_verify", verdict)
+                verdict = None
         dialects = sorted({r.policy.dialect.name for r in self.pipeline.roles})
         return Trajectory(
             task_id=self.task.id, sample=self.sample, policy=self.pipeline.name, env=self.task.env,
             toolset_fingerprint=env_toolset(self.pipeline.env).fingerprint,
             dialect="+".join(dialects), tier=self.task.tier, split=self.task.split,
             messages=self.messages, steps=self.steps, verdict=verdict, end=self.end,
-            reference_turns=len(self.task.reference), wall_s=time.perf_counter() - self.started)
+            reference_turns=len(self.task.reference), wall_s=time.perf_counter() - self.started,
+            faults=self.faults)
 
 
 def run_pipeline(tasks: Iterable[Task], pipeline: Pipeline, samples: int = 1,
@@ -255,15 +284,20 @@ def _stage(pipeline: Pipeline, role: Role, runs: list[_Run], last: bool) -> None
     toolset = pipeline.toolset(role.name)
     if hasattr(role.policy, "check_toolset"):
         role.policy.check_toolset(toolset.fingerprint)
-    active = [(r, *r.episode(role, toolset)) for r in runs]
+    active = []
+    for r in runs:
+        try:
+            active.append((r, *r.episode(role, toolset)))
+        except Exception as e:  # noqa: BLE001 - handing the previous role's output on failed: this run only
+            r.fail(HARNESS_ERROR, e, end=HARNESS_ERROR)
     cfg = _config(role)
     while active:
         batch = active[: role.policy.batch_size]
         t0 = time.perf_counter()
-        gens = role.policy.act([ep.request() for _, ep, _ in batch])
+        gens = act_each(role.policy, [ep.request() for _, ep, _ in batch])
         gen_s = time.perf_counter() - t0
         for (_, ep, _), gen in zip(batch, gens):
-            ep.advance(gen, gen_s, cfg)
+            ep.take_turn(gen, gen_s, cfg)
         for run, ep, view in batch:
             if ep.end:
                 run.absorb(role, ep, view, last)

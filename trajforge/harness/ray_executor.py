@@ -26,6 +26,7 @@ from typing import Any
 from trajforge._compat import moved_names
 from trajforge.envs.toolsets import KNOWN
 from trajforge.harness.executor import AsyncioExecutor, EnvFactory, EnvFault, Executed, default_env_factory
+from trajforge.harness.faults import describe
 from trajforge.schema import Task, ToolCall, Toolset, Verdict
 
 _MARGIN_S = 5.0
@@ -142,10 +143,12 @@ class RayExecutor:
             cause = getattr(e, "cause", None)
             if isinstance(cause, EnvFault):
                 raise cause from None
-            raise EnvFault("env_lost", f"env worker failed: {type(cause).__name__}: {cause}",
+            raise EnvFault("env_lost", f"env worker failed: {describe(cause) if cause else describe(e)}",
                            retryable=False) from None
         except self._ray.exceptions.RayActorError as e:
-            raise EnvFault("env_lost", f"env worker died: {e}", retryable=False) from None
+            raise EnvFault("env_lost", f"env worker died: {describe(e)}", retryable=False) from None
+        except self._ray.exceptions.RayError as e:  # an object lost, a system error: the worker's side
+            raise EnvFault("env_lost", f"env worker failed: {describe(e)}", retryable=False) from None
 
     async def open(self, task: Task, timeout_s: float) -> RayHandle:
         i = min(self.load, key=self.load.get)

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import json_repair
 
 from trajforge.parse.base import ParseResult
-from trajforge.parse.limits import spend_repair
+from trajforge.parse.limits import REPAIR_LIMIT, spend_repair  # REPAIR_LIMIT: 0.1 imported it from here
 from trajforge.parse.validate import validate_call
 from trajforge.schema import CallError, Repair, Toolset
 

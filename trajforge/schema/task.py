@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StringConstraints
 
 from trajforge._version import __version__
 from trajforge.schema import records
 from trajforge.schema.tools import ToolCall
 
 Tier = Literal["easy", "medium", "hard"]
-Split = Literal["train", "test", "heldout"]
+Split = Annotated[str, StringConstraints(
+    min_length=1, max_length=200,
+    pattern=r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$")]
+"""A split label, kept as given: ``train``, ``test``, ``heldout`` (what the generators write), or
+any other (``dev``, ``validation``, ``test-challenge``): any text without control characters or
+surrounding spaces, up to 200 characters. What each label is *for*
+(training, evaluation, held out) is chosen by name where it is used (``tasks.splits.SplitRoles``).
+Records from before labels were free are all still valid."""
 
 
 class Task(records.StoredRecord):
@@ -45,6 +52,9 @@ class Task(records.StoredRecord):
     db: str | None = None
     """SQLite file the ``sql`` environment opens (read-only) instead of its generated database;
     set for bring-your-own-data tasks. An absolute path, so the pool works from any directory."""
+    db_sha256: str | None = None
+    """SHA-256 of ``db``'s content when the task was made; the environment refuses a file that no
+    longer matches (its answers would be stale). None in pools written before it was recorded."""
     toolset_fingerprint: str | None = None
     """Fingerprint of the toolset the reference was made and verified with (the pool's
     ``toolsets/<fingerprint>.json``); None in pools written before it was recorded, until read."""

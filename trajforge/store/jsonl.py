@@ -6,7 +6,9 @@ shard taken and the kernel drops it when the process dies, so a killed run's sha
 the next run). A writer appends whole lines and flushes + fsyncs after each episode, so a crash
 loses at most the line being written. On read, a torn line (a crash mid-write: invalid JSON) is
 skipped and reported in ``torn``; a writer that finds its shard ending without a newline starts a
-fresh line, so the next append never glues onto a torn one.
+fresh line, so the next append never glues onto a torn one. Every append writes a line that reads
+back: a record that cannot be stored as it is is stored degraded, with a note saying what changed
+(``trajforge.store.lines``), never lost.
 
 Every episode has an idempotency key, (task, policy, sample index, sampling config): a resumed
 collection runs only keys the store lacks. Readers merge all shards and collapse records with the
@@ -27,13 +29,13 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Iterator
 
 from trajforge.envs.toolsets import KNOWN, Toolsets
 from trajforge.harness.events import LineSink
-from trajforge.schema import STORED, NewerFormatError, SamplingConfig, Trajectory
+from trajforge.schema import NewerFormatError, SamplingConfig, Trajectory
+from trajforge.store.lines import read_line, write_line
 
 
 def sampling_digest(sampling: SamplingConfig) -> str:
@@ -74,19 +76,6 @@ def is_fault(traj: Trajectory) -> bool:
     return traj.end == "env_fault" or (traj.outcome is not None and traj.outcome.tier == "env_fault")
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _record(line: str) -> dict:
-    """One line's JSON; a lone UTF-16 surrogate escape (which no encoder or tokenizer takes, so
-    exporting or training on it would fail later) makes it unreadable, a ValueError, like a torn line.
-    Only a line with a surrogate escape at all pays for the check."""
-    value = json.loads(line)
-    if _SURROGATE_ESCAPE.search(line):
-        json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
-    return value
-
-
 class ShardBusy(RuntimeError):
     """A shard is held by a running writer."""
 
@@ -123,8 +112,10 @@ class ShardWriter:
         return self.path.stem
 
     def append(self, traj: Trajectory) -> None:
+        """Append one record: as it is, or degraded when it could not be read back as it is
+        (``trajforge.store.lines``); only an I/O error raises."""
         keep_toolset(self.toolsets, traj)
-        line = (traj.model_dump_json(exclude_none=True) + "\n").encode()
+        line = write_line(traj).encode()
         if self._sink is not None:
             self._sink.put(line)
             return
@@ -181,7 +172,7 @@ class TrajectoryStore:
         ``writer()``, which claims a shard of their own)."""
         self.root.mkdir(parents=True, exist_ok=True)
         keep_toolset(self.toolsets, traj)
-        line = traj.model_dump_json(exclude_none=True) + "\n"
+        line = write_line(traj)
         with open(self.path, "ab+") as f:
             f.seek(0, os.SEEK_END)
             if f.tell() > 0:
@@ -230,7 +221,7 @@ class TrajectoryStore:
                     if not line.strip():
                         continue
                     try:
-                        yield Trajectory.model_validate(_record(line), context=STORED)
+                        yield read_line(line)
                     except (ValueError, RecursionError):  # torn, past the int-string limit, too deep
                         self.torn.append(f"{shard.name}:{lineno}")
                     except NewerFormatError as e:
@@ -284,7 +275,7 @@ class TrajectoryStore:
             with open(tmp, "w", encoding="utf-8") as f:
                 for t in trajs:
                     keep_toolset(self.toolsets, t)
-                    f.write(t.model_dump_json(exclude_none=True) + "\n")
+                    f.write(write_line(t))
                 f.flush()
                 os.fsync(f.fileno())
             for shard in self.shards():

@@ -12,6 +12,12 @@ writes the same question five times in slightly different words. Three checks, c
   entity: ``How many customers live in Lyon? Answer with a number.`` and the same about Berlin
   share 9 of 11 words (0.82) yet have different answers. Requiring the same entities keeps those
   apart, so the threshold can be low enough (0.7) to catch real rewordings.
+
+A user's own questions are another matter: paraphrases of one question and different questions
+sharing a gold query are what a text-to-SQL set is made of, and dropping test questions changes the
+benchmark. For those, duplicates are *reported*, not dropped (``DuplicateGroup``: which rows share
+a question or a gold query, and which groups cross splits, i.e. leak between them); they are
+dropped only when asked (``synth --dedup exact|near``), train copies first.
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Hashable, Iterable
+
+from pydantic import BaseModel
 
 from trajforge.schema import Task, ToolCall
 
@@ -99,11 +108,12 @@ class Deduper:
         return None
 
 
-def merge_pools(base: list[Task], new: list[Task], threshold: float = DEFAULT_THRESHOLD
-                ) -> tuple[list[Task], dict[str, int]]:
+def merge_pools(base: list[Task], new: list[Task], threshold: float = DEFAULT_THRESHOLD,
+                dedup_text: bool = True) -> tuple[list[Task], dict[str, int]]:
     """``base`` followed by the tasks of ``new`` that repeat nothing before them; drop counts.
 
-    Ids must stay unique in a pool, so a task whose id is already present is a duplicate too.
+    Ids must stay unique in a pool, so a task whose id is already present is a duplicate too; that
+    is the only check when ``dedup_text`` is False (a user's own questions, see the module doc).
     """
     dedup = Deduper(threshold)
     ids: set[str] = set()
@@ -112,9 +122,9 @@ def merge_pools(base: list[Task], new: list[Task], threshold: float = DEFAULT_TH
         ids.add(task.id)
     merged, dropped = list(base), {}
     for task in new:
-        hit = (("duplicate", "") if task.id in ids else None) or dedup.check_prompt(task.prompt)
-        if hit is None:
-            hit = dedup.check_plan(task.env, task.reference, None)
+        hit = ("duplicate", "") if task.id in ids else None
+        if hit is None and dedup_text:
+            hit = dedup.check_prompt(task.prompt) or dedup.check_plan(task.env, task.reference, None)
         if hit is not None:
             dropped[hit[0]] = dropped.get(hit[0], 0) + 1
             continue
@@ -124,4 +134,47 @@ def merge_pools(base: list[Task], new: list[Task], threshold: float = DEFAULT_TH
     return merged, dropped
 
 
-__all__ = ["DEFAULT_THRESHOLD", "Deduper", "jaccard", "key_terms", "merge_pools", "normalize_prompt", "plan_key"]
+# ---- reporting duplicates instead of dropping them ---------------------------------------------
+
+class DuplicateGroup(BaseModel):
+    """Rows that share one thing (a question, a gold query): reported, kept unless asked."""
+
+    kind: str
+    """What they share: ``question`` (the same normalized text) or ``gold_query``."""
+    shared: str
+    """The shared text (normalized, clipped to 200 characters)."""
+    sources: list[str]
+    """Where each row came from (``dev.json[12]``, ``q.jsonl:3``), in file order."""
+    splits: list[str]
+    """Each row's split, aligned with ``sources``."""
+
+    @property
+    def leaks(self) -> bool:
+        """The group crosses splits: a model trained on one copy is tested on another."""
+        return len(set(self.splits)) > 1
+
+
+def duplicate_groups(kind: str, rows: Iterable[tuple[Hashable, str, str, str]]) -> list[DuplicateGroup]:
+    """Groups of two or more rows with the same key; ``rows`` are ``(key, shown text, source,
+    split)``, in file order."""
+    found: dict[Hashable, DuplicateGroup] = {}
+    for key, text, source, split in rows:
+        group = found.setdefault(key, DuplicateGroup(kind=kind, shared=text[:200], sources=[], splits=[]))
+        group.sources.append(source)
+        group.splits.append(split)
+    return [g for g in found.values() if len(g.sources) > 1]
+
+
+def leakage(groups: Iterable[DuplicateGroup]) -> dict[str, int]:
+    """Groups that cross splits, counted per pair of splits (``{"dev/train": 3}``)."""
+    pairs: Counter[str] = Counter()
+    for g in groups:
+        labels = sorted(set(g.splits))
+        for i, a in enumerate(labels):
+            for b in labels[i + 1:]:
+                pairs[f"{a}/{b}"] += 1
+    return dict(sorted(pairs.items()))
+
+
+__all__ = ["DEFAULT_THRESHOLD", "Deduper", "DuplicateGroup", "duplicate_groups", "jaccard", "key_terms",
+           "leakage", "merge_pools", "normalize_prompt", "plan_key"]

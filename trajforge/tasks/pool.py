@@ -22,6 +22,7 @@ from trajforge._jsonl import MAX_LINE_BYTES, LineTooLong, jsonl_lines  # noqa: F
 from trajforge.envs.registry import MCP_PREFIX, env_names
 from trajforge.envs.toolsets import KNOWN, Toolsets
 from trajforge.schema import STORED, Task
+from trajforge.tasks.dedup import DuplicateGroup
 
 
 class Rejection(BaseModel):
@@ -47,6 +48,9 @@ class SynthReport(BaseModel):
     rejected: list[Rejection] = Field(default_factory=list)
     """Discarded candidates one by one, where a generator knows them individually (LLM proposals,
     bring-your-own questions); ``dropped`` always holds the counts."""
+    duplicates: list[DuplicateGroup] = Field(default_factory=list)
+    """Kept tasks that repeat each other (a user's questions: same question, same gold query),
+    reported rather than dropped; see ``tasks.dedup``."""
 
 
 def pool_toolsets(path: str | Path) -> Toolsets:

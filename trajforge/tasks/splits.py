@@ -1,4 +1,20 @@
-"""Split checks on any task pool: which tool combinations each split uses, and held-out leaks.
+"""Split checks on any task pool: which tool combinations each split uses, and held-out leaks; and
+which split plays which part.
+
+Split labels are free text (``Task.split``): ``train``, ``test`` and ``heldout`` are what the
+generators write, and a user's own labels (``dev``, ``validation``) are kept as given. What a label
+is *for* is chosen by name where it is used, with these defaults (``SplitRoles``):
+
+==========  ===========  ======================================================================
+role        default      where
+==========  ===========  ======================================================================
+train       ``train``    ``collect --split``, ``train grpo --split``: what the model learns from
+evaluate    ``test``     ``train sft|dpo|grpo --eval-split``: evaluation while training
+heldout     ``heldout``  ``eval --split``: the final, held-out comparison
+==========  ===========  ======================================================================
+
+Any other label (``dev``, ``validation``) is its own split until a command is given it
+(``eval --split dev``); nothing is dropped or renamed for its label.
 
 A task's *tool combination* is the set of tool names in its reference solution. A generator can
 hold out *groups* of tools that must never be used together outside ``heldout`` (travel holds out
@@ -20,6 +36,22 @@ from pydantic import BaseModel, Field
 from trajforge.schema import Split, Task
 
 ToolGroup = frozenset[str]
+
+
+class SplitRoles(BaseModel):
+    """Which split label plays which part (see the module docstring); labels not named here are
+    their own split until a command is given them."""
+
+    train: str = "train"
+    """What the model learns from."""
+    evaluate: str = "test"
+    """What is evaluated while training."""
+    heldout: str = "heldout"
+    """What the final comparison reports."""
+
+
+ROLES = SplitRoles()
+"""The default roles."""
 
 
 def tool_combo(task: Task) -> frozenset[str]:

@@ -115,13 +115,13 @@ def write_accelerate_config(path: Path, config: dict[str, Any]) -> Path:
 def launch_command(argv: list[str], processes: int, config_file: Path, cpu: bool) -> list[str]:
     """The command that runs ``trajforge <argv>`` in ``processes`` processes.
 
-    GPUs: ``accelerate launch --config_file FILE -m trajforge.cli.main ...``. CPUs:
-    ``python -m torch.distributed.run --nproc_per_node N -m trajforge.cli.main ...`` (gloo; accelerate's
-    multi-CPU launcher needs MPI, torch's does not, and accelerate picks the process group up from
-    the environment either way)."""
+    GPUs: ``accelerate launch --config_file FILE -m trajforge.cli.main ...``. CPUs: this module's
+    ``main``, torch's elastic launcher (what ``torchrun --standalone`` runs) called directly — gloo;
+    accelerate's multi-CPU launcher wants MPI, and torchrun's own argument parser would take our
+    ``--r`` for an abbreviation of its ``--role``. accelerate picks the process group up from the
+    environment either way."""
     if cpu:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                "-m", "trajforge.cli.main", *argv]
+        return [sys.executable, "-m", "trajforge.train.distributed", str(processes), *argv]
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_file),
             "-m", "trajforge.cli.main", *argv]
 
@@ -140,3 +140,25 @@ def relaunch(argv: list[str], processes: int, mode: Distributed, cfg: LoraSettin
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // processes)))
     print(f"launching {processes} processes: {shlex.join(cmd)}", file=sys.stderr)
     return subprocess.run(cmd, env=env).returncode
+
+
+def main(argv: list[str]) -> int:
+    """``python -m trajforge.train.distributed N ARGS...``: ``trajforge ARGS`` in N local processes."""
+    import uuid
+
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    processes, args = int(argv[0]), argv[1:]
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=str(uuid.uuid4()),
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
+                          start_method="spawn")
+    try:
+        elastic_launch(config, sys.executable)("-m", "trajforge.cli.main", *args)
+    except Exception as e:  # ChildFailedError: the processes already printed their tracebacks
+        print(f"training processes failed: {type(e).__name__}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -177,8 +177,9 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
 
     groups: dict[str, int] = {}
     gid = [groups.setdefault(t.task_id, len(groups)) for t in trajs]
+    # cpu: a few floats per rollout, turned into Python numbers for the micro-batches right away.
     rewards = torch.tensor([t.reward.total if t.reward else 0.0 for t in trajs], device="cpu")
-    adv = group_advantages(rewards, torch.tensor(gid, device="cpu"), scale=scale)  # a few floats: CPU
+    adv = group_advantages(rewards, torch.tensor(gid, device="cpu"), scale=scale)  # cpu: as above
     out = Rollouts(stats={"reward": float(rewards.mean()) if trajs else 0.0,
                           "solved": sum(bool(t.outcome and t.outcome.correct) for t in trajs) / max(1, len(trajs)),
                           "informative_groups": len({g for g, a in zip(gid, adv.tolist()) if a != 0}),

@@ -279,16 +279,26 @@ def accumulate_step(rt: Runtime, model, micro: list[Any], loss_fn: LossFn) -> tu
     rt.acc.step = 0  # accumulate() syncs on the last of this step's micro-batches
     loss_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
     gathered: dict[str, float] = {}
+    # DDP averages gradients over processes and accelerate's backward divides by the accumulation
+    # steps; our losses are already shares of the step's global total, so undo both.
+    scale = 0.0 if dummy else float(rt.world) * _accumulation_divisor(rt, len(micro))
     for m in micro:
         with rt.acc.accumulate(model), rt.acc.autocast():
             loss, stats = loss_fn(model, m, totals)
-            scale = 0.0 if dummy else float(rt.world)  # DDP averages: undo it for the sum
             rt.acc.backward(loss * scale)
         loss_sum += loss.detach().double() * (0.0 if dummy else 1.0)
         for k, v in stats.items():
             gathered[k] = gathered.get(k, 0.0) + float(v) / len(micro)
     step_loss = rt.sum({"loss": float(loss_sum)})["loss"]
     return step_loss, gathered
+
+
+def _accumulation_divisor(rt: Runtime, micro: int) -> float:
+    """What ``accelerator.backward`` divides a loss by: the accumulation steps (set to this
+    step's micro-batches), or under DeepSpeed the engine's own configured accumulation."""
+    if rt.acc.distributed_type.name == "DEEPSPEED":
+        return float(rt.acc.state.deepspeed_plugin.deepspeed_config.get("gradient_accumulation_steps", 1))
+    return float(micro)
 
 
 def out_of_time(began: float, done: int, budget: float) -> bool:

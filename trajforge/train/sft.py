@@ -117,7 +117,8 @@ class LoaderBatches:
         return math.ceil(len(self.micro) / (self.per_step * world))
 
     def _collate(self, rows: list[Sample]) -> dict[str, Any]:
-        return {**collate(rows, self.pad), "counts": sample_counts(rows)}
+        # cpu: built in the loader; accelerate's prepared loader moves each batch to the device.
+        return {**collate(rows, self.pad, device="cpu"), "counts": sample_counts(rows)}
 
     def prepare(self, runtime: Runtime, start: int) -> None:
         import torch

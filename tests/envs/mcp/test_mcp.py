@@ -57,7 +57,9 @@ def get(state, key):
 
 def add(a, b):
     if a == 13:
-        raise ZeroDivisionError("unlucky")  # a crashing tool is the environment's fault
+        raise ZeroDivisionError("unlucky")  # undeclared: the model sees it, as its own error
+    if a == 7:
+        import trajforge_no_such_dependency  # a missing dependency is the environment's fault
     return a + b
 
 
@@ -104,7 +106,10 @@ def test_toolset_comes_from_the_json_and_dispatches_to_the_module(tmp_path):
     missing = env.execute(ToolCall(name="get", arguments={"key": "zz"}))
     assert not missing.ok and missing.error == "no_key" and "keys: ['x', 'y']" in missing.content
     crash = env.execute(ToolCall(name="add", arguments={"a": 13, "b": 1}))
-    assert crash.fault and crash.error == "env_fault"
+    assert not crash.fault and crash.error == "tool_exception" and "ZeroDivisionError: unlucky" in crash.content
+    missing = env.execute(ToolCall(name="add", arguments={"a": 7, "b": 1}))
+    assert missing.fault and missing.error == "missing_dependency"
+    assert "trajforge_no_such_dependency" in missing.content
     extra = env.execute(ToolCall(name="put", arguments={"key": "k", "value": 1, "note": "hi"}))
     assert extra.error == "invalid_args" and "'note'" in extra.content  # schema allowed, fn can't
 

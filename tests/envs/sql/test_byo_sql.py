@@ -1,10 +1,12 @@
-"""Bring-your-own SQLite + questions: gold SQL executed, result as answer, bad lines reported."""
+"""Bring-your-own SQLite + questions: gold SQL executed, result as answer (or scored by execution),
+bad lines reported, splits kept, duplicates reported."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import sqlite3
+import time
 
 import pytest
 
@@ -14,6 +16,7 @@ from trajforge.policies import make_policy
 from trajforge.schema import Task
 from trajforge.tasks import read_tasks, write_tasks
 from trajforge.envs.sql.byo import answer_text, questions_to_tasks, tables_read
+from trajforge.envs.sql.questions import QuestionsError
 
 AUTHORS = [(1, "Ana Lima", "Chile"), (2, "Bo Berg", "Sweden"), (3, "Cy Moss", "Chile"),
            (4, "Di Park", "Korea")]
@@ -76,53 +79,73 @@ def digest(path):
 def test_questions_become_verified_tasks_the_expert_solves(files, tmp_path):
     db, questions = files
     before = digest(db)
-    report = questions_to_tasks(db, questions)
+    report = questions_to_tasks(db, questions, split="train")
+    # Every row whose gold SQL runs is a task: only unreadable rows and failing SQL are rejected.
     assert [(r.source, r.reason) for r in report.rejected] == [
-        ("questions.jsonl:6", "sql_error"), ("questions.jsonl:7", "empty_result"),
-        ("questions.jsonl:8", "multi_column"), ("questions.jsonl:9", "sql_error"),
-        ("questions.jsonl:10", "bad_line"), ("questions.jsonl:11", "bad_line"),
-        ("questions.jsonl:12", "duplicate"), ("questions.jsonl:13", "bad_line"),
-        ("questions.jsonl:14", "too_many_rows")]
+        ("questions.jsonl:6", "sql_error"), ("questions.jsonl:9", "sql_error"),
+        ("questions.jsonl:10", "bad_line"), ("questions.jsonl:11", "bad_line")]
     details = {r.source.split(":")[1]: r.detail for r in report.rejected}
     assert "no such column: nope" in details["6"] and "read-only" in details["9"]
-    assert "sql" in details["11"] and "split" in details["13"] and "line 1" in details["12"]
-    assert report.dropped == {"sql_error": 2, "empty_result": 1, "multi_column": 1, "bad_line": 3,
-                              "duplicate": 1, "too_many_rows": 1}
+    assert "sql" in details["11"]
+    assert report.dropped == {"sql_error": 2, "bad_line": 2}
 
-    by_q = {t.prompt: t for t in report.tasks}
-    assert len(by_q) == 5
+    by_q = {(t.prompt, t.split): t for t in report.tasks}
+    assert len(report.tasks) == 10 and len(by_q) == 10  # line 12 repeats line 1 (reported below)
+    tasks = {q: t for (q, _), t in by_q.items()}
     with sqlite3.connect(db) as conn:  # the expected answers are the gold results, typed
-        assert by_q["How many books are there?"].expected == 60
-        assert sorted(by_q["Which authors are from Chile?"].expected) == ["Ana Lima", "Cy Moss"]
-        assert by_q["Which author wrote the most books?"].expected == "Bo Berg"
+        assert tasks["How many books are there?"].expected == 60
+        assert sorted(tasks["Which authors are from Chile?"].expected) == ["Ana Lima", "Cy Moss"]
+        assert tasks["Which author wrote the most books?"].expected == "Bo Berg"
         avg = conn.execute('SELECT AVG(stars) FROM "book reviews"').fetchone()[0]
-        assert by_q["What is the average star rating?"].expected == pytest.approx(avg)
-    assert {q: t.tier for q, t in by_q.items()} == {
-        "How many books are there?": "easy", "Which authors are from Chile?": "easy",
-        "Which author wrote the most books?": "medium",
-        "How many books are longer than the average book?": "hard",
-        "What is the average star rating?": "easy"}
-    assert {q: t.split for q, t in by_q.items()}["Which authors are from Chile?"] == "test"
-    assert by_q["Which author wrote the most books?"].split == "heldout"
+        assert tasks["What is the average star rating?"].expected == pytest.approx(avg)
+    # What is not one value is scored by execution: several columns, an empty result, 60 rows.
+    scored = {q for q, t in tasks.items() if t.env == "sql-exec"}
+    assert scored == {"Which books come from the future?", "List titles and years.",
+                      "What are all the book titles?"}
+    assert tasks["List titles and years."].expected["rows"] == [["Book 0", 1990], ["Book 1", 1991],
+                                                                 ["Book 2", 1992]]
+    assert len(tasks["What are all the book titles?"].expected["rows"]) == 60
+    assert tasks["Which books come from the future?"].expected["rows"] == []
+    assert tasks["What is the average star rating?"].tier == "easy"
+    assert tasks["Which author wrote the most books?"].tier == "medium"
+    assert tasks["How many books are longer than the average book?"].tier == "hard"
+    assert tasks["Which authors are from Chile?"].split == "test"
+    assert tasks["Which author wrote the most books?"].split == "heldout"
+    assert tasks["A dev split?"].split == "dev"  # any label is kept as given
     # The plan inspects the schema and the tables the query reads, then queries and submits.
-    review = by_q["What is the average star rating?"].reference
+    review = tasks["What is the average star rating?"].reference
     assert [(c.name, c.arguments.get("table")) for c in review[:2]] == [
         ("list_tables", None), ("describe_table", "book reviews")]
-    assert all(t.db == str(db.resolve()) and t.template == "byo" for t in report.tasks)
+    assert all(t.db == str(db.resolve()) and t.db_sha256 == before and t.template == "byo"
+               for t in report.tasks)
+    # The repeated question is reported (same question, same gold query), not dropped.
+    assert [(g.kind, g.sources) for g in report.duplicates] == [
+        ("question", ["questions.jsonl:1", "questions.jsonl:12"]),
+        ("gold_query", ["questions.jsonl:1", "questions.jsonl:12"])]
 
     # Through the pool file and the real harness: the expert solves every task.
     pool = read_tasks(write_tasks(tmp_path / "tasks.jsonl", report.tasks))
     trajs = run_episodes(pool, make_policy("expert"))
-    assert [t.verdict.correct for t in trajs] == [True] * 5
+    assert [t.verdict.correct for t in trajs] == [True] * 10
     assert digest(db) == before  # opened read-only throughout
+
+
+def test_a_file_without_splits_is_refused_until_one_is_named(files):
+    db, questions = files
+    with pytest.raises(QuestionsError, match=r'9 of 12 rows have no "split".*--split NAME'):
+        questions_to_tasks(db, questions)
+    report = questions_to_tasks(db, questions, split="validation")
+    splits = {t.prompt: t.split for t in report.tasks}
+    assert splits["How many books are there?"] == "validation"  # rows without one take the file's
+    assert splits["Which authors are from Chile?"] == "test"     # a row's own split wins
 
 
 def test_missing_files_are_named(files, tmp_path):
     db, questions = files
     with pytest.raises(FileNotFoundError, match="nowhere.sqlite"):
-        questions_to_tasks(tmp_path / "nowhere.sqlite", questions)
+        questions_to_tasks(tmp_path / "nowhere.sqlite", questions, split="train")
     with pytest.raises(FileNotFoundError, match="nowhere.jsonl"):
-        questions_to_tasks(db, tmp_path / "nowhere.jsonl")
+        questions_to_tasks(db, tmp_path / "nowhere.jsonl", split="train")
     task = Task(id="t", env="sql", prompt="?", tier="easy", split="train", template="byo",
                 reference=(), expected=1, db=str(tmp_path / "gone.sqlite"))
     with pytest.raises(FileNotFoundError, match="gone.sqlite"):
@@ -140,3 +163,29 @@ def test_tables_read():
     tables = ["authors", "books", "book reviews"]
     assert tables_read('SELECT * FROM "book reviews" r JOIN books b ON 1 WHERE x = \'authors\'',
                        tables) == ["book reviews", "books"]
+
+
+def test_hostile_question_files_are_read_safely_and_within_budget(files, tmp_path):
+    db, _ = files
+    questions = tmp_path / "hostile.jsonl"
+    rows = [b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b', "sql": "SELECT 1"}',  # nested too deep
+            b"\xff\xfe not utf-8",
+            json.dumps([1, 2]).encode(),                                                   # not an object
+            json.dumps({"question": "q", "sql": "SELECT 1", "split": "a\u0000b"}).encode(),  # bad label
+            json.dumps({"question": "Forever?", "sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                        "SELECT x + 1 FROM c) SELECT count(*) FROM c"}).encode(),          # never ends
+            json.dumps({"question": "Fine?", "sql": "SELECT 1", "split": "dev"}).encode()]
+    questions.write_bytes(b"\n".join(rows) + b"\n")
+    start = time.perf_counter()
+    report = questions_to_tasks(db, questions, split="train")
+    assert time.perf_counter() - start < 15
+    assert [(r.source, r.reason) for r in report.rejected] == [
+        ("hostile.jsonl:1", "bad_line"), ("hostile.jsonl:2", "bad_line"), ("hostile.jsonl:3", "bad_line"),
+        ("hostile.jsonl:4", "bad_line"), ("hostile.jsonl:5", "sql_error")]
+    assert "time limit" in report.rejected[-1].detail and "split" in report.rejected[3].detail
+    assert [t.prompt for t in report.tasks] == ["Fine?"]
+    # A file that starts like a JSON array but is not one is refused as a whole, by name.
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"question": "a", "sql": "SELECT 1"}, ')
+    with pytest.raises(QuestionsError, match="broken.json starts like a JSON array but is not JSON"):
+        questions_to_tasks(db, broken, split="dev")

@@ -116,6 +116,9 @@ def test_run_sql_output_format(env):
     assert [r[0] for r in rows] == ["1", "2"] and re.fullmatch(r"\d+\.\d{1,2}", rows[0][2])
     assert env.run_sql("SELECT COUNT(*) AS n FROM customers") == "n\n120\n(1 row)"
     assert env.run_sql("SELECT name FROM customers WHERE 0") == "name\n(0 rows)"
+    # Through the dispatch (the tool boundary) an empty result says why it may be empty.
+    empty = sql(env, "SELECT name FROM customers WHERE 0").content
+    assert empty.startswith("name\n(0 rows) — no row matched.") and read_result(empty) == []
 
 
 def test_cells_escape_and_roundtrip():
@@ -149,7 +152,7 @@ def test_count_stops_at_limit(env):
 
 def test_sql_errors_are_tool_errors(env):
     r = sql(env, "SELECT nope FROM customers")
-    assert not r.ok and r.error == "sql_error" and "no such column: nope" in r.content
+    assert not r.ok and r.error == "no_such_column" and "no such column: nope" in r.content
     r = sql(env, "SELECT 1; SELECT 2")
     assert not r.ok and r.error == "sql_error" and "one SQL statement" in r.content
 
@@ -174,7 +177,7 @@ def test_sql_errors_are_tool_errors(env):
 def test_writes_and_escapes_refused(env, query):
     before = content_hash(ensure_db(0))
     r = sql(env, query)
-    assert not r.ok and r.error == "sql_error" and not r.fault
+    assert not r.ok and r.error == "read_only" and not r.fault
     assert "only read-only SELECT queries are allowed" in r.content
     assert content_hash(ensure_db(0)) == before
 
@@ -195,7 +198,7 @@ def test_runaway_query_hits_deadline(env):
     r = sql(env, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
                  "SELECT count(*) FROM c")
     assert time.monotonic() - start < 3.0
-    assert not r.ok and r.error == "sql_error"
+    assert not r.ok and r.error == "query_limit"
     assert "query exceeded the 2.0 s time limit" in r.content
     assert sql(env, "SELECT 1").ok  # the connection is still usable afterwards
 

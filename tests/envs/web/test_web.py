@@ -215,7 +215,7 @@ def test_transport_failure_is_an_env_fault(env):
     env._http.close()
     env._http = httpx.Client(base_url="http://127.0.0.1:9", trust_env=False, timeout=1)
     result = call(env, "open", url="/")
-    assert result.fault and result.error == "env_fault"
+    assert result.fault and result.error == "web_server_down" and "did not answer" in result.content
 
 
 def test_bad_goal_fails_at_reset():

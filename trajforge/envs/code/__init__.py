@@ -9,9 +9,11 @@ from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.code.env import CodeEnv
 from trajforge.envs.code.tasks import generate_code_tasks
 from trajforge.envs.registry import EnvSpec
+from trajforge.envs.code.failures import wrong_answer_kind
 
 SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks,
-               summary="write a Python function; hidden tests run in a bubblewrap sandbox")
+               summary="write a Python function; hidden tests run in a bubblewrap sandbox",
+               wrong_answer=wrong_answer_kind)
 
 __all__ = ["SPEC", "CodeEnv"]
 

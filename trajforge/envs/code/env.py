@@ -18,19 +18,25 @@ from __future__ import annotations
 
 import errno
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from trajforge.envs import workdir
-from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.code.hidden import RUNNER, HiddenTests, TestReport, judge
 from trajforge.envs.sandbox import RunResult, Sandbox, SandboxLimits
+from trajforge.parse.limits import clean_text, clip, short
 from trajforge.schema import Task
 
 MAX_FILE_BYTES = 100_000
 """Largest file ``write_file`` accepts (and largest ``run_python`` code)."""
+_HOST_TROUBLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE,
+                           errno.ENFILE, errno.ENOMEM})
+"""OSErrors of a host-side write that say the machine is in trouble (disk full, out of file
+descriptors), not that the model's path was wrong."""
 MAX_WORKDIR_BYTES = 32 * 1024 * 1024
 MAX_WORKDIR_ENTRIES = 2000
 """After each run the work directory must stay within these, or the run's changes are undone."""
@@ -149,7 +155,7 @@ class CodeEnv(Environment):
             content: The complete file content.
         """
         root = self._require_dir()
-        data = content.encode("utf-8")
+        data = _source_bytes(content, "the content", nul_ok=True)
         if len(data) > MAX_FILE_BYTES:
             raise ToolError(f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}",
                             kind="too_large")
@@ -159,10 +165,13 @@ class CodeEnv(Environment):
         except ValueError as e:
             raise ToolError(str(e), kind="bad_path") from None
         except OSError as e:
+            if e.errno in _HOST_TROUBLE:
+                raise InfraError(f"cannot write to the work directory: {e.strerror}",
+                                 kind="workdir") from None
             # A directory, a file where a directory should be, or a symlink on the way.
             why = ("it is a symbolic link, or the path goes through one" if e.errno == errno.ELOOP
                    else e.strerror or str(e))
-            raise ToolError(f"cannot write {path!r}: {why}", kind="bad_path") from None
+            raise ToolError(f"cannot write {short(path)}: {why}", kind="bad_path") from None
         self.reach("wrote_file")
         return f"Wrote {len(data)} bytes to {rel}."
 
@@ -177,7 +186,7 @@ class CodeEnv(Environment):
         if bool(code.strip()) == bool(path.strip()):
             raise ToolError("give exactly one of code or path", kind="bad_arguments")
         if code.strip():
-            if len(code.encode("utf-8")) > MAX_FILE_BYTES:
+            if len(_source_bytes(code, "the code")) > MAX_FILE_BYTES:
                 raise ToolError(f"the code is longer than {MAX_FILE_BYTES} bytes; write it to a "
                                 "file and run the file", kind="too_large")
             argv = ["-c", code]
@@ -187,8 +196,8 @@ class CodeEnv(Environment):
             except ValueError as e:
                 raise ToolError(str(e), kind="bad_path") from None
             if not workdir.has_file(self._require_dir(), rel):  # follows no link on the host
-                raise ToolError(f"no file {rel!r} in the work directory; write it first",
-                                kind="not_found")
+                raise ToolError(f"no file {rel!r} in the work directory ({self._files()}); "
+                                "write it first", kind="not_found")
             argv = [rel]
         result, note = self._run(argv)
         self.reach("ran_code")
@@ -216,12 +225,20 @@ class CodeEnv(Environment):
 
     def _require_dir(self) -> Path:
         if self._workdir is None:
-            raise RuntimeError("CodeEnv used before reset(task)")  # caller bug -> env_fault
+            raise InfraError("CodeEnv used before reset(task)")  # caller bug -> env_fault
         return self._workdir
+
+    def _files(self) -> str:
+        """``files: a.py, b/c.py`` (or ``it is empty``), bounded: what a "no such file" error shows."""
+        names, more = workdir.list_files(self._require_dir(), limit=20)
+        if not names:
+            return "it is empty"
+        shown = ", ".join(clip(clean_text(n)) for n in names)
+        return f"files: {shown}" + (", ..." if more else "")
 
     def _tests(self) -> HiddenTests:
         if self.tests is None:
-            raise RuntimeError("CodeEnv used before reset(task)")
+            raise InfraError("CodeEnv used before reset(task)")
         return self.tests
 
     def _run(self, argv: list[str], stdin: bytes = b"",
@@ -230,8 +247,13 @@ class CodeEnv(Environment):
         root = self._require_dir()
         before = workdir.read_tree(root)
         assert self._sandbox is not None
-        result = self._sandbox.run([self._sandbox.python, *argv], stdin=stdin,
-                                   output_bytes=output_bytes)
+        try:
+            result = self._sandbox.run([self._sandbox.python, *argv], stdin=stdin,
+                                       output_bytes=output_bytes)
+        except (OSError, subprocess.SubprocessError) as e:
+            # bwrap or python gone, no processes or memory left to start one: ours, not the
+            # model's (its code only ever runs after the start, and what it does is in the result).
+            raise InfraError(f"the sandbox could not start: {e}", kind="sandbox") from None
         size, entries = workdir.usage(root, max_entries=MAX_WORKDIR_ENTRIES)
         if size <= MAX_WORKDIR_BYTES and entries <= MAX_WORKDIR_ENTRIES:
             return result, ""
@@ -246,8 +268,8 @@ class CodeEnv(Environment):
         """Run the hidden tests against the work directory's module."""
         tests = self._tests()
         if not workdir.has_file(self._require_dir(), tests.path):
-            raise ToolError(f"no {tests.path} in the work directory; write your solution there "
-                            "with write_file first", kind="not_found")
+            raise ToolError(f"no {tests.path} in the work directory ({self._files()}); write "
+                            "your solution there with write_file first", kind="not_found")
         spec = {"module": tests.module, "function": tests.function,
                 "timeout": tests.case_timeout_s, "args": [c.args for c in tests.cases]}
         # Results are small (values are capped in the runner); the printed output is not.
@@ -255,3 +277,16 @@ class CodeEnv(Environment):
                                  output_bytes=max(self.limits.output_bytes, 256_000))
         self.reach("ran_code")
         return judge(tests, result, self.limits, note)
+
+
+def _source_bytes(text: str, what: str, nul_ok: bool = False) -> bytes:
+    """``text`` as UTF-8 for a file (``nul_ok``: a data file may hold NUL bytes) or for
+    ``python -c`` (an argument cannot); a ToolError for what it cannot hold."""
+    if not nul_ok and "\x00" in text:
+        raise ToolError(f"{what} contains a NUL character, which Python source cannot hold",
+                        kind="bad_text")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(f"{what} contains a lone surrogate (an invalid character); write it as "
+                        "valid text", kind="bad_text") from None

@@ -29,8 +29,12 @@ Module conventions (all optional):
   compared with ``task.expected`` like the SQL environment's answers.
 * ``instructions = "..."``: the system instructions above the tool block.
 
-Raise ``trajforge.envs.ToolError`` in a tool for a mistake the model should see ("no such key");
-any other exception is an infrastructure fault (``env_fault``), never held against the model.
+Raise ``trajforge.envs.ToolError`` in a tool for a mistake the model should see ("no such key"),
+with a ``kind`` that becomes the fail reason. Any other exception is the model's too (it crashed
+the tool with its arguments: ``tool_exception``), except ``trajforge.envs.InfraError``, which you
+raise for a failure of your own machinery (a backend that is down), and an ``ImportError`` (a
+missing dependency): only those are infrastructure faults (``env_fault``), retried and never
+held against the model.
 
 Trust: building the environment imports the module, which runs its code with your permissions,
 like any Python you import. That is the point (it is your tool implementation), but a task pool's
@@ -53,7 +57,7 @@ from typing import Any, ClassVar, NamedTuple
 import jsonschema
 
 from trajforge.envs.answers import answers_match
-from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.registry import MCP_PREFIX as PREFIX
 from trajforge.envs.registry import EnvSpec
 from trajforge.schema import Task, Toolset, ToolSpec
@@ -194,7 +198,11 @@ class McpEnv(Environment):
         if extra:  # the schema allows more properties than the function takes
             raise ToolError(f"{name}: unexpected argument(s) {sorted(extra)}; it takes "
                             f"{sorted(impl.accepts)}", kind="invalid_args")
-        out = impl.fn(self.state, **arguments) if impl.takes_state else impl.fn(**arguments)
+        try:
+            out = impl.fn(self.state, **arguments) if impl.takes_state else impl.fn(**arguments)
+        except ImportError as e:  # the user's module needs something this machine lacks
+            raise InfraError(f"{name} needs a module that cannot be imported here: {e}",
+                             kind="missing_dependency") from None
         self.reach(name)
         if name == self.final_tool:
             self.answer = next(iter(arguments.values())) if len(arguments) == 1 else dict(arguments)

@@ -1,21 +1,28 @@
 """The ``sql`` environment: answer questions about a retail SQLite database by querying it.
 
 ``env`` (SqlEnv: list_tables, describe_table, run_sql, submit_answer; read-only, deadlines,
-caps), ``tasks`` (question templates with executed reference SQL), ``byo`` (tasks from your own
+caps), ``execution`` (SqlExecEnv, the ``sql-exec`` environment: submit_query, scored by execution
+accuracy with ``compare``), ``dbfile`` (a database file's content hash), ``tasks`` (question templates with executed reference SQL), ``byo`` (tasks from your own
 SQLite file and questions), ``tiering`` (tiers from query structure). The database is
 ``trajforge.envs.sqldb`` (seeded, generated on first use).
 """
 
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
+from trajforge.envs.sql.failures import wrong_answer_kind
 from trajforge.envs.sql.env import SqlEnv
-from trajforge.envs.sql.tasks import generate_sql_tasks, reasoning_for
+from trajforge.envs.sql.execution import SqlExecEnv
+from trajforge.envs.sql.tasks import generate_sql_exec_tasks, generate_sql_tasks, reasoning_for
 from trajforge.envs.sql.tiering import plan_tier
 
 SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, tier=plan_tier, reasoning=reasoning_for,
-               summary="questions about a seeded retail SQLite database (or your own file)")
+               summary="questions about a seeded retail SQLite database (or your own file)",
+               wrong_answer=wrong_answer_kind)
+EXEC_SPEC = EnvSpec(name="sql-exec", env=SqlExecEnv, generate=generate_sql_exec_tasks, tier=plan_tier,
+                    reasoning=reasoning_for,
+                    summary="the same questions answered by a SQL query, scored by execution accuracy")
 
-__all__ = ["SPEC", "SqlEnv"]
+__all__ = ["EXEC_SPEC", "SPEC", "SqlEnv", "SqlExecEnv"]
 
 __getattr__ = moved_names(__name__, {
     **{n: "trajforge.envs.sql.results" for n in (

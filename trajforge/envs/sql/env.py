@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trajforge.envs.answers import answers_match
-from trajforge.envs.base import Environment, ToolError, Verdict
-from trajforge.envs.sql.results import result_contains, typed_cell
+from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
+from trajforge.envs.sql.dbfile import check_database
+from trajforge.envs.sql.hints import EMPTY_NOTE, sql_error, tables_hint
+from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
 from trajforge.envs.sqldb import ensure_db
-from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb
+from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb, ResultSet
 
 # The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
 from trajforge.envs.sqlworker import MAX_VALUE_BYTES, quote_ident  # noqa: F401 - re-exported
 from trajforge.envs.sqlworker import authorize as _authorize  # noqa: F401
+from trajforge.parse.limits import short
 from trajforge.schema import Task
 
 
@@ -52,6 +55,11 @@ class SqlEnv(Environment):
     final_tool = "submit_answer"
     # The database is read-only, so the episode state is what the agent submitted and saw last.
     state_fields = ("answer", "last_result")
+    synthesis_intro = ("The agent answers questions about this SQLite database by querying it "
+                       "(read-only). The answer a plan submits must be exactly the result of its "
+                       "last run_sql query: the value of a one-row result, or a one-column result "
+                       "as a comma-separated list.")
+    """What a task writer is told first (``describe_for_synthesis``)."""
 
     def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
                  max_chars: int = 4000):
@@ -73,8 +81,7 @@ class SqlEnv(Environment):
         self.close()
         self.answer = None
         self.last_result = None
-        if task.db is not None and not Path(task.db).is_file():
-            raise FileNotFoundError(f"task {task.id}: database file {task.db} does not exist")
+        check_database(task)  # the file a task was made on, unchanged (by its content hash)
         # The worker reads the schema before its authorizer goes in (describe_table needs PRAGMA,
         # the model doesn't get it).
         self._db = GuardedDb(Path(task.db) if task.db else ensure_db(task.seed))
@@ -100,10 +107,7 @@ class SqlEnv(Environment):
     def describe_for_synthesis(self, sample_rows: int = 3) -> str:
         """The database a task writer must know: every table's columns and a few rows."""
         db = self._require_db()
-        parts = ["The agent answers questions about this SQLite database by querying it "
-                 "(read-only). The answer a plan submits must be exactly the result of its last "
-                 "run_sql query: the value of a one-row result, or a one-column result as a "
-                 "comma-separated list. Tables, with a few sample rows each:"]
+        parts = [self.synthesis_intro + " Tables, with a few sample rows each:"]
         for table, description in self._schema.items():
             text, _ = db.query(f"SELECT * FROM {quote_ident(table)} LIMIT {int(sample_rows)}",
                                self.timeout_s, sample_rows, 1500)
@@ -177,8 +181,8 @@ class SqlEnv(Environment):
         self._require_db()
         key = table.strip().strip("\"'`[]").lower()
         if key not in self._schema:
-            raise ToolError(f"no table {table!r}; tables: {', '.join(self._schema)}",
-                            kind="unknown_table")
+            raise ToolError(f"no table {short(table)}; {tables_hint(key, list(self._schema))}",
+                            kind="no_such_table")
         self.reach("explored_schema")
         return self._schema[key]
 
@@ -188,19 +192,38 @@ class SqlEnv(Environment):
         Args:
             query: The SQL query.
         """
+        return self._shown(query)
+
+    def full_result(self, query: str, max_rows: int) -> ResultSet:
+        """The query's whole result as values, up to ``max_rows`` rows (``complete`` False past
+        that), under the same checks and deadline as ``run_sql``; ToolError when it fails."""
         db = self._require_db()
-        if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
-            raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
+        _require_select(query)
         try:
-            text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars)
+            return db.rows(query, self.timeout_s, max_rows)
+        except (sqlite3.Error, sqlite3.Warning) as e:
+            raise ToolError(self._explain(e), kind="sql_error") from None
+
+    def _shown(self, query: str, offset: int = 0) -> str:
+        """``run_sql``: the result as the agent sees it, from row ``offset`` on."""
+        db = self._require_db()
+        _require_select(query)
+        if offset < 0:
+            raise ToolError("offset must be 0 or more", kind="invalid_args")
+        try:
+            text, cells = db.query(query, self.timeout_s, self.max_rows, self.max_chars, offset)
         except (sqlite3.Error, sqlite3.Warning) as e:
             raise ToolError(self._explain(e), kind="sql_error") from None
         self.reach("query_ok")
-        self.last_result = SqlResult(query, cells, complete=not text.rsplit("\n", 1)[-1]
-                                       .startswith("... (truncated"))
-        if self.task is not None and result_contains(cells, self.task.expected):
+        self.last_result = SqlResult(query, cells, complete=not offset and not text.rsplit("\n", 1)[-1]
+                                       .startswith("... ("))
+        if self._shows_answer(cells):
             self.reach("found_answer")
         return text
+
+    def _shows_answer(self, cells: list[list[str]]) -> bool:
+        """Whether a shown result holds the task's expected answer (the ``found_answer`` milestone)."""
+        return self.task is not None and result_contains(cells, self.task.expected)
 
     def submit_answer(self, answer: str) -> str:
         """Submit your final answer.
@@ -214,9 +237,14 @@ class SqlEnv(Environment):
 
     # ---- helpers ----------------------------------------------------------------------------
 
+    @property
+    def tables(self) -> list[str]:
+        """The open database's tables, as ``describe_table`` names them (lower case)."""
+        return list(self._schema)
+
     def _require_db(self) -> GuardedDb:
         if self._db is None:
-            raise RuntimeError("SqlEnv used before reset(task)")  # caller bug -> env_fault
+            raise InfraError("SqlEnv used before reset(task)")  # caller bug -> env_fault
         return self._db
 
     def _explain(self, e: Exception) -> str:
@@ -232,7 +260,31 @@ class SqlEnv(Environment):
             return f"query exceeded the {MEMORY_MB} MB memory limit"
         if "one statement at a time" in msg:
             return "run one SQL statement per call"
+        if "null character" in msg or "surrogates not allowed" in msg or "can't encode" in msg:
+            return "the query contains a character SQL text cannot hold (a NUL or a lone surrogate)"
         return msg
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run a tool, then the SQL error path for every tool at once: an ``sql_error`` a tool
+        raised gets its finer kind and what exists instead (``sql/hints.py``), a database file that
+        failed becomes an InfraError, and a ``run_sql`` result that found nothing says so."""
+        try:
+            out = super().call_tool(name, arguments)
+        except ToolError as e:
+            if e.kind != "sql_error":
+                raise
+            query = arguments.get("query")
+            raise sql_error(str(e), query if isinstance(query, str) else "", self._schema) from None
+        last = self.last_result
+        if name == "run_sql" and last is not None and last.complete and found_nothing(last.rows):
+            out += f" — {EMPTY_NOTE}"  # on the footer line: the run_sql format keeps it last
+        return out
+
+
+def _require_select(query: str) -> None:
+    # The authorizer refuses writes anyway; this says so before a worker is even asked.
+    if not re.match(r"\s*(\(\s*)*(select|with|values)\b", _strip_comments(query), re.I):
+        raise ToolError("only read-only SELECT queries are allowed", kind="sql_error")
 
 
 def _strip_comments(sql: str) -> str:

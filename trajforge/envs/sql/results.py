@@ -10,7 +10,9 @@
 One header line, one line per row, cells joined by ``|``; inside a cell ``\\``, ``|`` and newlines
 are escaped as ``\\\\``, ``\\|`` and ``\\n``; SQL NULL is ``NULL``; blobs show as
 ``<blob N bytes>``; a cell over 200 characters ends in ``...(+N chars)``. The last line is
-always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``.
+always ``(N rows)`` (``(1 row)``) or ``... (truncated: 50 of 1234 rows shown)``; after a result
+that found nothing (no row, or one row of NULLs) ``run_sql`` adds on that line why that usually
+happens (``(0 rows) — no row matched. If one should have, ...``: ``sql/hints.py``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ def typed_cell(cell: str) -> Any:
     return cell
 
 
+def found_nothing(cells: list[list[str]]) -> bool:
+    """Whether a result's cells say the query found nothing: no row, or one row of NULLs (an
+    aggregate such as ``SUM`` or ``MAX`` over no rows)."""
+    return not cells or (len(cells) == 1 and all(c == "NULL" for c in cells[0]))
+
+
 def result_contains(cells: list[list[str]], expected: Any) -> bool:
     """Whether query result cells contain the expected answer (all items, for lists)."""
     if expected is None:
@@ -71,5 +79,5 @@ def result_contains(cells: list[list[str]], expected: Any) -> bool:
     return any(answers_match(c, expected) for c in flat)
 
 
-__all__ = ["CELL_CHARS", "COUNT_LIMIT", "format_cell", "read_result", "render_rows", "result_contains",
-           "typed_cell"]
+__all__ = ["CELL_CHARS", "COUNT_LIMIT", "format_cell", "found_nothing", "read_result", "render_rows",
+           "result_contains", "typed_cell"]

@@ -13,6 +13,11 @@ Splits test generalisation along two axes:
   close cousin of a seen template, so a 135M model has a fair chance.
 
 ``train`` and ``test`` share templates and entities but never a task instance.
+
+``generate_sql_exec_tasks`` makes the same questions for ``sql-exec`` (execution accuracy): the
+reference ends with ``submit_query`` of its last query, whose whole result is the expected value.
+Top-1 templates are left out there: their last query also returns the ranking column, which the
+question does not ask for.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, stable_id
-from trajforge.tasks.verify import replay_reference
+from trajforge.tasks.verify import PlanRejected, replay_reference, verified
 
 HELDOUT_COUNTRIES: tuple[str, ...] = ("Portugal", "Austria")
 HELDOUT_CATEGORIES: tuple[str, ...] = ("Garden", "Toys")
@@ -256,6 +261,40 @@ def generator(db_seed: int = 0) -> TemplateGenerator[Template]:
         build=lambda t, e, split: build_task(t, e, split, db_seed))
 
 
+EXEC_ENV = "sql-exec"
+EXEC_TEMPLATES: tuple[Template, ...] = tuple(t for t in TEMPLATES if not t.unique_top)
+"""The templates whose last query returns exactly what the question asks (execution accuracy)."""
+_ANSWER_FORMAT = re.compile(r"\s*Answer with [^.?!]*[.?!]\s*$")
+
+
+def generate_sql_exec_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
+    """``n`` verified ``sql-exec`` tasks (the templates' questions, answered by a query)."""
+    return TemplateGenerator(
+        templates=EXEC_TEMPLATES, draw=draw_entities, space=_space_size,
+        task_id=lambda t, e: stable_id(EXEC_ENV, t.id, [e, db_seed]),
+        build=lambda t, e, split: build_exec_task(t, e, split, db_seed))(n, seed)
+
+
+def build_exec_task(template: Template, entities: dict[str, str], split: Split,
+                    db_seed: int = 0) -> Task | str:
+    """The template's task for ``sql-exec``: its reference up to the last query, then
+    ``submit_query`` of that query; verified (expected = the query's whole result)."""
+    task = build_task(template, entities, split, db_seed)
+    if isinstance(task, str):
+        return task
+    calls = task.reference[:-1]
+    probe = task.model_copy(update={
+        "id": stable_id(EXEC_ENV, template.id, [entities, db_seed]), "env": EXEC_ENV,
+        "prompt": _ANSWER_FORMAT.sub("", task.prompt), "reference": (), "expected": None,
+        "reasoning": (), "toolset_fingerprint": None})
+    submit = ToolCall(name="submit_query", arguments={"query": calls[-1].arguments["query"]})
+    try:
+        done, _ = verified(probe, [*calls, submit])
+    except PlanRejected as e:
+        return e.reason
+    return done
+
+
 def draw_entities(template: Template, rng: random.Random, heldout: bool) -> dict[str, str]:
     return {k: rng.choice(entity_values(k, heldout)) for k in template.slots}
 
@@ -359,6 +398,8 @@ def reasoning_for(task: Task, call_index: int) -> str:
     if not 0 <= call_index < len(template.reasoning):
         raise IndexError(f"{task.id} has {len(template.reasoning)} reference calls, "
                          f"not {call_index + 1}")
+    if call_index == len(task.reference) - 1 and task.reference[call_index].name == "submit_query":
+        return plain_reasoning(task.reference[call_index])  # the answer is the query's result
     return template.reasoning[call_index].format(**task.entities,
                                                  answer=_answer_text(task.expected))
 
@@ -374,6 +415,8 @@ def plain_reasoning(call: ToolCall) -> str:
         return "I'll query the database for what the question asks."
     if call.name == "submit_answer":
         return f"The query returned {args.get('answer', '')}, so I'll submit that."
+    if call.name == "submit_query":
+        return "That query returns what the question asks, so I'll submit it."
     return f"I'll call {call.name}."
 
 
@@ -384,7 +427,7 @@ def _answer_text(expected: object) -> str:
 
 
 __all__ = [
-    "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_task", "draw_entities",
-    "entity_values", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
+    "EXEC_TEMPLATES", "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_exec_task",
+    "build_task", "draw_entities", "entity_values", "generate_sql_exec_tasks", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
     "task_id",
 ]

@@ -7,11 +7,13 @@ through the tools, held-out cities, days, templates and tool combinations).
 
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
+from trajforge.envs.travel.failures import wrong_answer_kind
 from trajforge.envs.travel.env import TravelEnv
 from trajforge.envs.travel.tasks import generate_travel_tasks
 
 SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks,
-               summary="book flights and hotels against a seeded catalog of 20 cities")
+               summary="book flights and hotels against a seeded catalog of 20 cities",
+               wrong_answer=wrong_answer_kind)
 
 __all__ = ["SPEC", "TravelEnv"]
 

@@ -28,6 +28,7 @@ Tool output formats (``formats.py``: ``read_flights`` / ``read_hotels`` / ``read
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from datetime import date, timedelta
@@ -45,10 +46,14 @@ from trajforge.envs.travel.catalog import (
     catalog,
     day_range,
 )
+from trajforge.parse.limits import short
 from trajforge.schema import Task
 
 MAX_NIGHTS = 14
 MAX_NAME = 60
+MISSING, EXTRA = "missing ", "extra "
+"""How a verdict's detail names an expected booking that is not there, and one that should not be
+(``travel/failures.py`` reads them back)."""
 
 
 class Booking(BaseModel):
@@ -123,8 +128,8 @@ class TravelEnv(Environment):
         expected = Counter(booking_key(b) for b in self._expected())
         actual = Counter(b.key() for b in self.bookings if b.status == "active")
         missing, extra = expected - actual, actual - expected
-        problems = ([f"missing {_describe(k)}" for k in missing.elements()]
-                    + [f"extra {_describe(k)}" for k in extra.elements()])
+        problems = ([f"{MISSING}{_describe(k)}" for k in missing.elements()]
+                    + [f"{EXTRA}{_describe(k)}" for k in extra.elements()])
         finished = self.summary is not None
         if not finished:
             problems.append("finish was not called")
@@ -179,7 +184,7 @@ class TravelEnv(Environment):
         """
         flight = self.world.flight(flight_id)
         if flight is None:
-            raise ToolError(f"no flight {flight_id!r}; use an id from search_flights "
+            raise ToolError(f"no flight {short(flight_id)}; use an id from search_flights "
                             "(like CA1375-1203)", kind="unknown_flight")
         name = self._name(passenger)
         if self._seats_left(flight) < 1:
@@ -233,7 +238,7 @@ class TravelEnv(Environment):
         """
         hotel = self.world.hotel(hotel_id)
         if hotel is None:
-            raise ToolError(f"no hotel {hotel_id!r}; use an id from search_hotels "
+            raise ToolError(f"no hotel {short(hotel_id)}; use an id from search_hotels "
                             "(like H-SHA-03)", kind="unknown_hotel")
         day = self._day(check_in, "check_in")
         nights = self._nights(day, nights)
@@ -279,7 +284,8 @@ class TravelEnv(Environment):
         booking = next((b for b in self.bookings if b.id == wanted), None)
         if booking is None:
             known = ", ".join(b.id for b in self.bookings) or "none"
-            raise ToolError(f"no booking {booking_id!r}; bookings: {known}", kind="unknown_booking")
+            raise ToolError(f"no booking {short(booking_id)}; bookings: {known}",
+                            kind="unknown_booking")
         if booking.status == "cancelled":
             raise ToolError(f"booking {booking.id} is already cancelled", kind="already_cancelled")
         for key in self._inventory_keys(booking):
@@ -345,8 +351,13 @@ class TravelEnv(Environment):
     def _city(self, name: str) -> City:
         city = self.world.city(name)
         if city is None:
-            known = ", ".join(c.name for c in self.world.cities)
-            raise ToolError(f"unknown city {name!r}; cities: {known}", kind="unknown_city")
+            names = [c.name for c in self.world.cities]
+            # City names are short: a model-written megabyte is cut before difflib compares it.
+            close = difflib.get_close_matches(" ".join(name[:60].split()).title(), names, n=2,
+                                              cutoff=0.6)
+            guess = f"did you mean {' or '.join(close)}? " if close else ""
+            raise ToolError(f"unknown city {short(name)}; {guess}cities: {', '.join(names)}",
+                            kind="unknown_city")
         return city
 
     def _day(self, text: str, what: str = "date") -> date:
@@ -355,8 +366,8 @@ class TravelEnv(Environment):
         except ValueError:
             day = None
         if day is None:
-            raise ToolError(f"{what} must be a date as YYYY-MM-DD (like 2026-12-03), got {text!r}",
-                            kind="bad_date")
+            raise ToolError(f"{what} must be a date as YYYY-MM-DD (like 2026-12-03), got "
+                            f"{short(text)}", kind="bad_date")
         first, last = day_range()
         if not first <= day <= last:
             raise ToolError(f"{day} is outside the bookable period {first} to {last}",
@@ -376,7 +387,7 @@ class TravelEnv(Environment):
     def _name(self, name: str) -> str:
         clean = " ".join(name.split())
         if not clean or len(clean) > MAX_NAME:
-            raise ToolError(f"a name must be 1-{MAX_NAME} characters, got {name!r}",
+            raise ToolError(f"a name must be 1-{MAX_NAME} characters, got {short(name)}",
                             kind="bad_name")
         return clean
 

@@ -7,11 +7,13 @@ replayed and verified shopping and booking tasks).
 
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
+from trajforge.envs.web.failures import wrong_answer_kind
 from trajforge.envs.web.env import WebEnv
 from trajforge.envs.web.tasks import generate_web_tasks
 
 SPEC = EnvSpec(name="web", env=WebEnv, generate=generate_web_tasks,
-               summary="shop and book classes on a seeded site through a text browser")
+               summary="shop and book classes on a seeded site through a text browser",
+               wrong_answer=wrong_answer_kind)
 
 __all__ = ["SPEC", "WebEnv"]
 

@@ -23,13 +23,14 @@ stock sold) is exported with it, so ``restore`` undoes an order placed after the
 from __future__ import annotations
 
 import functools
+import re
 import ssl
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
 import httpx
 
-from trajforge.envs.base import Environment, ToolError, Verdict
+from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.web.shop.goals import (
     BookingGoal,
     OrderGoal,
@@ -40,14 +41,22 @@ from trajforge.envs.web.shop.goals import (
     same_text,
 )
 from trajforge.envs.web.shop.page import Element, Page, parse_page
-from trajforge.envs.web.shop.server import COOKIE, ShopServer, shared_server
+from trajforge.envs.web.shop.server import COOKIE, NO_SESSION, ShopServer, shared_server
 from trajforge.envs.web.shop.state import SessionState
+from trajforge.parse.limits import clean_text, clip, short
 from trajforge.schema import Task
 
 VIEW_LINES = 40
 """Lines per part of a page; longer pages are read part by part with ``read(page=N)``."""
 FIND_LINES = 20
 MAX_TYPED = 200
+MAX_URL = 2000
+"""Longest path ``open`` accepts (the shop's own URLs are under 200 characters)."""
+SHOWN_ELEMENTS = 15
+"""Elements an "no such element" error lists."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+SEVERAL_PLACED = "orders/bookings were placed; the task wanted one"
+"""The end of a verdict's detail when more than one thing was placed (``web/failures.py``)."""
 
 
 class WebEnv(Environment):
@@ -134,7 +143,7 @@ class WebEnv(Environment):
                            detail="no goal to compare with")
         problem = goal_mismatch(read_goal(self.task.expected), first)
         if problem is None and len(placed) > 1:
-            problem = f"{len(placed)} orders/bookings were placed; the task wanted one"
+            problem = f"{len(placed)} {SEVERAL_PLACED}"
         what = f"order #{first.number}" if hasattr(first, "lines") else f"booking #{first.number}"
         return Verdict(submitted=True, answer=answer, correct=problem is None,
                        milestones=list(self.milestones),
@@ -189,7 +198,9 @@ class WebEnv(Environment):
             text: The value to enter; for a dropdown, one of its options.
         """
         el = self._element(field, ("textbox", "select"))
-        text = str(text)
+        # What a keyboard can type: no control characters, no lone surrogates (a form post could
+        # not encode them).
+        text = _CONTROL.sub(" ", clean_text(str(text)))
         if len(text) > MAX_TYPED:
             raise ToolError(f"text is too long ({len(text)} characters; {MAX_TYPED} at most)",
                             kind="bad_value")
@@ -221,11 +232,12 @@ class WebEnv(Environment):
             raise ToolError("find() needs some text to look for", kind="bad_value")
         lines = self._page().lines(self.values)
         hits = [line for line in lines if needle in " ".join(line.split()).casefold()]
+        shown = clip(clean_text(str(text)), 80)
         if not hits:
-            return f'No line on this page contains "{text}".'
+            return f'No line on this page contains "{shown}".'
         more = len(hits) - FIND_LINES
         out = "\n".join(hits[:FIND_LINES])
-        return f'{len(hits)} line(s) contain "{text}":\n{out}' + (
+        return f'{len(hits)} line(s) contain "{shown}":\n{out}' + (
             f"\n... {more} more" if more > 0 else "")
 
     def read(self, page: int = 1) -> str:
@@ -244,12 +256,21 @@ class WebEnv(Environment):
     # ---- browser ------------------------------------------------------------------------------
 
     def _fetch(self, method: str, path: str, data: dict[str, str] | None = None) -> Page:
-        """One HTTP request (redirects followed); 4xx → ToolError, 5xx/transport → env fault."""
+        """One HTTP request (redirects followed). A page the server answered with an error status
+        is a ToolError (the server is up: it was this request); no answer at all is an
+        ``InfraError`` (the server is down or stuck), the one env fault here."""
         if self._http is None:
-            raise RuntimeError("WebEnv used before reset(task)")  # caller bug -> env_fault
-        resp = self._http.request(method, path, data=data)
-        if resp.status_code >= 500:
-            raise RuntimeError(f"shop server answered {resp.status_code} for {method} {path}")
+            raise InfraError("WebEnv used before reset(task)")  # caller bug -> env_fault
+        try:
+            resp = self._http.request(method, path, data=data)
+        except httpx.TransportError as e:
+            alive = self._server is not None and self._server.running
+            raise InfraError(f"the shop server did not answer {method} {clip(path)} "
+                             f"({type(e).__name__}{'' if alive else '; its thread has stopped'})",
+                             kind="web_server_down") from None
+        if resp.status_code == NO_SESSION:  # the browser's cookie is ours, never the model's
+            raise InfraError("the shop server no longer has this episode's session",
+                             kind="web_session_lost")
         url = resp.url.raw_path.decode("ascii", errors="replace")
         page = parse_page(resp.text, url)
         if resp.status_code >= 400:
@@ -304,8 +325,8 @@ class WebEnv(Environment):
         if number.isdigit():
             el = page.element(int(number))
             if el is None:
-                raise ToolError(f"no element [{number}] on this page (elements are numbered 1 to "
-                                f"{len(page.elements)})", kind="bad_element")
+                raise ToolError(f"no element [{clip(number, 20)}] on this page; "
+                                f"{_listing(page, kinds)}", kind="bad_element")
             if el.kind not in kinds:
                 hint = "use type() to fill it" if el.kind in ("textbox", "select") else \
                     "use click() on it"
@@ -323,21 +344,27 @@ class WebEnv(Environment):
                 return hits[0]
             if len(hits) > 1:
                 ids = ", ".join(f"[{e.id}]" for e in hits[:8])
-                raise ToolError(f"{ref!r} matches several elements ({ids}); use its number",
+                raise ToolError(f"{short(ref)} matches several elements ({ids}); use its number",
                                 kind="bad_element")
-        raise ToolError(f"no {what} called {ref!r} on this page; use read() or find() to see "
-                        "the numbered elements", kind="bad_element")
+        raise ToolError(f"no {what} called {short(ref)} on this page; {_listing(page, kinds)}",
+                        kind="bad_element")
 
     def _site_path(self, url: str) -> str:
         """A path on the shop from what the model wrote (path, or a URL on this site)."""
         url = str(url).strip()
         if not url:
             raise ToolError("open() needs a path, e.g. / or /search?q=lamp", kind="bad_url")
+        if len(url) > MAX_URL:
+            raise ToolError(f"the URL is {len(url)} characters long; the shop's pages need under "
+                            f"{MAX_URL} (e.g. /search?q=red lamp)", kind="bad_url")
+        if _CONTROL.search(url) or clean_text(url) is not url:
+            raise ToolError(f"the URL {short(url)} contains control or invalid characters; use a "
+                            "path such as / or /search?q=lamp", kind="bad_url")
         parts = urlsplit(url)
         if parts.scheme or parts.netloc:
             here = urlsplit(self._require_server().base_url).netloc
             if parts.scheme not in ("http", "https") or parts.netloc != here:
-                raise ToolError(f"only the shop's own pages can be opened, not {url!r}; use a "
+                raise ToolError(f"only the shop's own pages can be opened, not {short(url)}; use a "
                                 "path such as / or /search?q=lamp", kind="bad_url")
         path = parts.path if parts.path.startswith("/") else "/" + parts.path
         return path + (f"?{parts.query}" if parts.query else "")
@@ -388,19 +415,23 @@ class WebEnv(Environment):
 
     def _session(self) -> SessionState:
         if self._sid is not None and self._server is not None:
-            return self._server.session_state(self._sid)
+            try:
+                return self._server.session_state(self._sid)
+            except KeyError:  # the server lost it (restarted, or the session was closed under us)
+                raise InfraError("the shop server no longer has this episode's session",
+                                 kind="web_session_lost") from None
         if self._final is not None:
             return self._final
-        raise RuntimeError("WebEnv has no session: call reset(task) first")
+        raise InfraError("WebEnv has no session: call reset(task) first")
 
     def _page(self) -> Page:
         if self.page is None:
-            raise RuntimeError("WebEnv used before reset(task)")  # caller bug -> env_fault
+            raise InfraError("WebEnv used before reset(task)")  # caller bug -> env_fault
         return self.page
 
     def _require_server(self) -> ShopServer:
         if self._server is None or self._sid is None:
-            raise RuntimeError("WebEnv has no open session: call reset(task) first")
+            raise InfraError("WebEnv has no open session: call reset(task) first")
         return self._server
 
 
@@ -430,5 +461,25 @@ def _pick_option(el: Element, text: str) -> str:
     if len(hits) == 1:
         return hits[0]
     opts = ", ".join(label for _, label in el.options)
-    raise ToolError(f"{text!r} is not an option of [{el.id}] \"{el.name}\"; options: {opts}",
+    raise ToolError(f"{short(text)} is not an option of [{el.id}] \"{el.name}\"; options: {opts}",
                     kind="bad_value")
+
+
+def _listing(page: Page, kinds: tuple[str, ...]) -> str:
+    """``links and buttons on this page: [1] "Home", [2] "Cart (0)", ...`` (fields by name, with a
+    dropdown's options), at most SHOWN_ELEMENTS of them: what the model could have named."""
+    fields = "textbox" in kinds
+    pool = [e for e in page.elements if e.kind in kinds]
+    if not pool:
+        return f"this page has no {'form fields' if fields else 'links or buttons'}"
+
+    def one(e: Element) -> str:
+        if not fields:
+            return f'[{e.id}] "{clip(e.label, 40)}"'
+        opts = f" (options: {clip(', '.join(t for _, t in e.options), 60)})" if e.options else ""
+        return f'[{e.id}] "{e.name}"{opts}'
+
+    shown = ", ".join(one(e) for e in pool[:SHOWN_ELEMENTS])
+    more = f", ... {len(pool) - SHOWN_ELEMENTS} more (read() or find() shows them)" \
+        if len(pool) > SHOWN_ELEMENTS else ""
+    return f"{'form fields' if fields else 'links and buttons'} on this page: {shown}{more}"

@@ -127,6 +127,27 @@ def _booking_mismatch(goal: BookingGoal, booking: Booking) -> str | None:
     return None
 
 
+MISMATCH_KINDS: tuple[tuple[str, str], ...] = (
+    ("a class was booked, but", "wrong_kind"),
+    ("an order was placed, but", "wrong_kind"),
+    ("expected ", "wrong_item"),  # the goal's item, its options or quantity not in the order
+    ("the order has items", "wrong_item"),
+    ("booked class ", "wrong_item"),
+    ("the total ", "over_budget"),
+    ("shipping is ", "wrong_form_value"),
+    ("ship-to ", "wrong_form_value"),
+    ("booking email is ", "wrong_form_value"),
+    ("booked ", "wrong_form_value"),  # the session, the seats or the attendee (after "booked class")
+)
+"""How each sentence ``goal_mismatch`` writes begins, and the fail reason it stands for (first match
+wins): what ``mismatch_kind`` reads back from a stored verdict."""
+
+
+def mismatch_kind(sentence: str) -> str | None:
+    """The fail reason of a ``goal_mismatch`` sentence (None for any other text)."""
+    return next((kind for start, kind in MISMATCH_KINDS if sentence.startswith(start)), None)
+
+
 def goal_of(placed: Order | Booking) -> OrderGoal | BookingGoal:
     """The strictest goal ``placed`` fulfils: exactly its items, options, shipping and recipient.
 

@@ -107,7 +107,10 @@ class Page(BaseModel):
 
 def parse_page(html: str, url: str) -> Page:
     parser = _PageParser()
-    parser.feed(html)
+    # NUL marks where an element is rendered (``_MARK``), so none may come from the page itself (a
+    # search for "%00" + "7" + "%00" would otherwise render element 7 there); HTML reads a NUL as
+    # U+FFFD anyway.
+    parser.feed(html.replace("\x00", "\ufffd"))
     parser.close()
     return parser.finish(url)
 

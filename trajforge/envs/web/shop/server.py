@@ -14,6 +14,7 @@ millisecond.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
@@ -25,7 +26,11 @@ from trajforge.envs.web.shop.catalog import build_catalog
 from trajforge.envs.web.shop.site import Response, handle
 from trajforge.envs.web.shop.state import SessionState
 
+log = logging.getLogger(__name__)
+
 COOKIE = "shop_session"
+NO_SESSION = 403
+"""The status of a request whose session cookie the server does not know (the only 403)."""
 MAX_BODY = 64 * 1024
 """Form posts are a few hundred bytes; anything bigger is refused before it is read."""
 
@@ -102,7 +107,7 @@ class ShopServer:
         with self._lock:
             state = self._sessions.get(sid or "")
             if state is None:
-                return Response(403, "<!doctype html><title>No session</title><p>No shop session: "
+                return Response(NO_SESSION, "<!doctype html><title>No session</title><p>No shop session: "
                                      "this site is only reachable through its browser.</p>")
             return handle(build_catalog(state.seed), state, method, unquote(parts.path) or "/",
                           query, form)
@@ -136,7 +141,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str, form: dict[str, str]) -> None:
         shop: ShopServer = self.server.shop  # type: ignore[attr-defined]
-        self._send(shop.respond(method, self.path, self._session_id(), form))
+        try:
+            resp = shop.respond(method, self.path, self._session_id(), form)
+        except Exception:  # noqa: BLE001 - a page that fails on this request answers 500, as a
+            # real site does; dropping the connection would read as the server being down.
+            log.exception("the shop failed on %s %s", method, self.path[:200])
+            resp = Response(500, "<!doctype html><title>Server error</title><p class=\"error\">"
+                                 "The shop could not handle this request.</p>")
+        self._send(resp)
 
     def _session_id(self) -> str | None:
         try:
