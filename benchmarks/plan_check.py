@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,15 +32,18 @@ TINY = {
     # name: (LlamaConfig fields, SFTConfig fields)
     "tiny-256x4-ckpt": ({"hidden_size": 256, "num_hidden_layers": 4, "intermediate_size": 768,
                          "num_attention_heads": 4, "num_key_value_heads": 2},
-                        {"batch_size": 4, "gradient_checkpointing": True}),
+                        {"batch_size": 4, "gradient_checkpointing": True, "max_steps": 10}),
     "tiny-512x2-nockpt": ({"hidden_size": 512, "num_hidden_layers": 2, "intermediate_size": 1536,
                            "num_attention_heads": 8, "num_key_value_heads": 4},
-                          {"batch_size": 2, "max_len": 1024, "gradient_checkpointing": False}),
+                          {"batch_size": 2, "grad_accum": 2, "max_len": 1024, "gradient_checkpointing": False}),
     "tiny-384x6-nockpt": ({"hidden_size": 384, "num_hidden_layers": 6, "intermediate_size": 1024,
                            "num_attention_heads": 6, "num_key_value_heads": 2},
-                          {"batch_size": 4, "max_len": 900, "gradient_checkpointing": False, "r": 16}),
+                          {"batch_size": 4, "grad_accum": 2, "max_len": 900, "gradient_checkpointing": False,
+                           "r": 16}),
 }
-COMMON = {"device": "cpu", "max_steps": 8}
+COMMON = {"device": "cpu", "max_steps": 4}
+"""Four optimizer steps (of ``grad_accum`` micro-batches each) or more: the peak is read at the end,
+after the allocator has seen several micro-batches, not after the first."""
 TINY_COMMON = {"replay_share": 0.0, "epochs": 1.0}
 """Tiny random models: no self-distilled replay (it would cache a random model's answers)."""
 
@@ -72,15 +76,29 @@ def predicted(model: str, store: Path, settings: dict) -> dict:
             cmd.append(flag if v else "--no-" + flag[2:])
         else:
             cmd += [flag, str(v)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "TRAJFORGE_DTYPE": "float32"}  # as the measured run (the tests' fp32)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     return json.loads(out)
 
 
 def configurations(work: Path, store: Path, only: set[str] | None) -> list[tuple[str, str, dict]]:
-    runs = [("smollm2-default", "smollm2-135m", dict(COMMON))]
-    for name, (fields, settings) in TINY.items():
-        runs.append((name, str(work / name / "model"), {**COMMON, **TINY_COMMON, **settings}))
+    runs = [(name, str(work / name / "model"), {**COMMON, **TINY_COMMON, **settings})
+            for name, (fields, settings) in TINY.items()]
+    runs.insert(2, ("smollm2-default", "smollm2-135m", dict(COMMON)))  # after two quick ones
     return [r for r in runs if only is None or r[0] in only]
+
+
+def reusable(run: Path, settings: dict):
+    """The ``Measurement`` in ``run`` when the adapter saved there was trained with ``settings``."""
+    from trajforge.train.calibrate import RESULT, Measurement
+
+    meta, result = run / "trajforge_adapter.json", run / RESULT
+    if not (meta.exists() and result.exists()):
+        return None
+    config = json.loads(meta.read_text())["config"]
+    if any(config.get(k) != v for k, v in settings.items()):
+        return None
+    return Measurement.model_validate_json(result.read_text())
 
 
 def main() -> None:
@@ -89,18 +107,23 @@ def main() -> None:
     ap.add_argument("--store", type=Path, help="an existing BYO store (default: build one under --out)")
     ap.add_argument("--only", action="append", help="run only these configurations")
     ap.add_argument("--fit", action="store_true", help="also fit the CPU constants to the runs")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse a configuration's measurement when its run folder holds one made with the same "
+                         "settings (only the prediction is recomputed)")
     args = ap.parse_args()
 
     from benchmarks.byo_fixture import build_store
     from trajforge.train.calibrate import measure_sft
 
-    store = args.store or build_store(args.out / "byo")
+    built = args.out / "byo" / "store"
+    store = args.store or (built if built.exists() else build_store(args.out / "byo"))
     rows, table = [], args.out / "plan_check.jsonl"
     for name, model, settings in configurations(args.out, store, set(args.only) if args.only else None):
         if name in TINY and not (Path(model) / "config.json").exists():
             tiny_llama(Path(model), TINY[name][0])
         plan = predicted(model, store, {k: v for k, v in settings.items() if k != "device"} | {"device": "cpu"})
-        got = measure_sft(model, store, settings, args.out / name / "run", env={"TRAJFORGE_DTYPE": "float32"})
+        got = (args.reuse and reusable(args.out / name / "run", settings)) or measure_sft(
+            model, store, settings, args.out / name / "run", env={"TRAJFORGE_DTYPE": "float32"}, nice=10)
         ratio = plan["train"]["total_gb"] / got.peak_gb
         row = {"config": name, "settings": settings, "predicted_gb": plan["train"]["total_gb"],
                "measured_gb": got.peak_gb, "ratio": round(ratio, 3), "train": plan["train"],

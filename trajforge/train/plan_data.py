@@ -36,10 +36,14 @@ class DataStats(BaseModel):
     replay_samples: int
     """Replay samples mixed into each epoch (``replay_share``)."""
     replay_tokens: int
+    replay_cached: bool = False
+    """The replay samples are the run's own (the model's replay cache), not an estimate of
+    ``REPLAY_SAMPLE_TOKENS`` each: then they take part in the micro-batches as in the run."""
     tokenizer: str
     """Whose tokenizer measured the lengths."""
     workloads: list[Workload] = []
-    """Every distinct micro-batch shape of the run (rows, padded width, loss tokens, prefix)."""
+    """Every distinct micro-batch shape of the run (rows, padded width, loss tokens, prefix); with
+    ``max_steps`` only those of its first ``max_steps × grad_accum`` micro-batches."""
 
 
 def tokenizer_for(model: str):
@@ -73,16 +77,41 @@ def read_data(store: str | Path, model: str, cfg) -> DataStats:
     samples, _ = build_samples(data, tok, model, cfg, skipped)
     if not samples:
         raise ValueError(f"no sample of {store} fits --max-len {cfg.max_len} (skipped: {skipped})")
-    replay = round(len(samples) * cfg.replay_share / (1 - cfg.replay_share)) if cfg.replay_share > 0 else 0
+    n_task = len(samples)
+    cached = cached_replay_samples(model, tok) if cfg.replay_share > 0 else None
+    replay = round(n_task * cfg.replay_share / (1 - cfg.replay_share)) if cfg.replay_share > 0 else 0
+    if cached:  # the run's own mix: replay samples share the length-grouped micro-batches
+        from trajforge.train.replay import mix_replay
+
+        mixed = mix_replay(cached, n_task, cfg.replay_share, cfg.seed)
+        replay_tokens = sum(len(s.input_ids) for s in mixed)
+        samples = samples + mixed
+    else:
+        replay_tokens = replay * REPLAY_SAMPLE_TOKENS
     rows = epoch_rows(samples, min(cfg.epochs, 1.0), cfg.batch_size, cfg.seed)
+    if cfg.max_steps > 0:  # a short run meets only its first micro-batches (one process)
+        rows = rows[: cfg.max_steps * cfg.grad_accum]
     shapes = {micro_batch([samples[i] for i in r]) for r in rows}
     return DataStats(
-        store=str(store), trajectories=len(trajs), samples=len(samples), skipped=skipped,
-        tokens=sum(len(s.input_ids) for s in samples), loss_tokens=sum(sum(s.loss_mask[1:]) for s in samples),
-        longest=max(len(s.input_ids) for s in samples), replay_samples=replay,
-        replay_tokens=replay * REPLAY_SAMPLE_TOKENS, tokenizer=folder,
+        store=str(store), trajectories=len(trajs), samples=n_task, skipped=skipped,
+        tokens=sum(len(s.input_ids) for s in samples[:n_task]),
+        loss_tokens=sum(sum(s.loss_mask[1:]) for s in samples[:n_task]),
+        longest=max(len(s.input_ids) for s in samples[:n_task]), replay_samples=replay,
+        replay_tokens=replay_tokens, replay_cached=bool(cached), tokenizer=folder,
         workloads=[Workload(rows=r, width=w, loss_tokens=n, prefix=p, source="data")
                    for r, w, n, p in sorted(shapes)])
+
+
+def cached_replay_samples(model: str, tok):
+    """The self-distilled replay samples ``train sft`` would mix in, when the model's replay cache
+    holds them (the first run makes it); None otherwise: generating them needs the model."""
+    from trajforge.policies.models import home, resolve
+    from trajforge.train.replay import cached_replay, general_prompts
+
+    try:
+        return cached_replay(resolve(model), None, tok, general_prompts()[0], home() / "replay")
+    except AttributeError:  # not cached: self_distill reached for the model we did not load
+        return None
 
 
 def micro_batch(rows) -> tuple[int, int, int, int]:
