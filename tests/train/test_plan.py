@@ -219,6 +219,15 @@ def test_data_reads_the_stores_sequences(tmp_path, tiny_model, expert_trajs):
     assert w["prefix"] > 0  # every SQL sample starts with the same system prompt and tools
     cut = _plan("--model", tiny_model, "--data", str(tmp_path / "store"), "--max-len", str(sorted(lengths)[len(lengths) // 2]))
     assert cut["data"]["skipped"]["too_long"] > 0 and cut["data"]["longest"] < max(lengths)
+    # A short run (max_steps) meets only its first micro-batches: the plan is for those.
+    from trajforge.train.plan_data import micro_batch
+    from trajforge.train.sft import epoch_rows
+
+    first = epoch_rows(samples, 1.0, 2, SFTConfig().seed)[0]
+    short = _plan("--model", tiny_model, "--data", str(tmp_path / "store"), "--device", "cpu", "--batch", "2",
+                  "--grad-accum", "1", "--max-steps", "1", "--replay-share", "0")["workload"]
+    assert (short["rows"], short["width"], short["loss_tokens"], short["prefix"]) == micro_batch(
+        [samples[i] for i in first])
 
 
 def test_shape_reader_rejects_a_non_language_config(tmp_path):

@@ -57,9 +57,12 @@ NF4_BYTES = 4.127 / 8
 """NF4 with double quantization: 4 bits + 8-bit absmax per 64 + fp32 per 256 blocks (QLoRA paper)."""
 LORA_BYTES = 16
 """fp32 adapter weight + gradient + AdamW exp_avg + exp_avg_sq, per trainable parameter."""
-LOGIT_COPIES = 3
-"""fp32 copies of a chunk's logits alive at the peak of its backward: log-softmax output (saved),
-its gradient, exp(log-softmax) and the gradient of the logits."""
+LOGIT_COPIES = {"cuda": 3, "cpu": 4}
+"""fp32 copies of a chunk's logits alive at the peak of its backward. From first principles three:
+the log-softmax output (saved), the gradient the gather scatters into it, and the gradient of the
+logits (CUDA's fused log-softmax backward needs no more). On a CPU four: measured by
+``benchmarks/plan_check.py`` (tiny-256x4-ckpt, whose peak is the head of two 1,365-token chunks:
+1.12 GB above the between-step resident set = 4.2 chunk copies; the freed forward copy stays mapped)."""
 
 CUDA_CONTEXT_GB = 0.5
 """CUDA context, cuBLAS workspace and kernels: memory a process holds outside torch's allocator."""
@@ -271,7 +274,7 @@ class ActivationPeak(NamedTuple):
 def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> ActivationPeak:
     """What one micro-batch's forward and backward hold at their highest point. Two candidates:
     the LM head's backward (every layer's saved activations or checkpointed inputs still alive,
-    plus ``LOGIT_COPIES`` fp32 copies of a chunk's logits), or a layer's backward (with
+    plus ``LOGIT_COPIES[device]`` fp32 copies of a chunk's logits), or a layer's backward (with
     checkpointing: its recomputed activations on top of the checkpoints; the logits are gone)."""
     per_token = layer_bytes_per_token(shape, s, cfg.r, cfg.targets, cfg.dropout, device)
     per_token += eager_scores_bytes(shape, s, work.width)
@@ -290,7 +293,7 @@ def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> A
     else:
         kept = shape.layers * tokens * per_token + expanded + model
         in_layer = backward
-    head = LOGIT_COPIES * min(work.loss_tokens, chunk_tokens(shape.vocab)) * shape.vocab * 4
+    head = LOGIT_COPIES[device] * min(work.loss_tokens, chunk_tokens(shape.vocab)) * shape.vocab * 4
     if head >= in_layer:
         return ActivationPeak(kept, head)
     return ActivationPeak(kept + in_layer, 0.0)
