@@ -84,7 +84,9 @@ def predicted(model: str, store: Path, settings: dict) -> dict:
 def configurations(work: Path, store: Path, only: set[str] | None) -> list[tuple[str, str, dict]]:
     runs = [(name, str(work / name / "model"), {**COMMON, **TINY_COMMON, **settings})
             for name, (fields, settings) in TINY.items()]
-    runs.insert(2, ("smollm2-default", "smollm2-135m", dict(COMMON)))  # after two quick ones
+    # The embedded model at train sft's defaults: 2 steps = 8 micro-batches (minutes each on a
+    # shared 2-core CPU).
+    runs.insert(2, ("smollm2-default", "smollm2-135m", {**COMMON, "max_steps": 2}))
     return [r for r in runs if only is None or r[0] in only]
 
 
@@ -107,6 +109,10 @@ def main() -> None:
     ap.add_argument("--store", type=Path, help="an existing BYO store (default: build one under --out)")
     ap.add_argument("--only", action="append", help="run only these configurations")
     ap.add_argument("--fit", action="store_true", help="also fit the CPU constants to the runs")
+    ap.add_argument("--mmap-threshold", type=int, default=0,
+                    help="run the training with glibc's MALLOC_MMAP_THRESHOLD_ fixed at this many bytes (0: "
+                         "glibc's default, a dynamic threshold that rises to 32 MiB and keeps freed activations "
+                         "in the heap)")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse a configuration's measurement when its run folder holds one made with the same "
                          "settings (only the prediction is recomputed)")
@@ -122,10 +128,13 @@ def main() -> None:
         if name in TINY and not (Path(model) / "config.json").exists():
             tiny_llama(Path(model), TINY[name][0])
         plan = predicted(model, store, {k: v for k, v in settings.items() if k != "device"} | {"device": "cpu"})
+        env = {"TRAJFORGE_DTYPE": "float32"}
+        if args.mmap_threshold:
+            env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
         got = (args.reuse and reusable(args.out / name / "run", settings)) or measure_sft(
-            model, store, settings, args.out / name / "run", env={"TRAJFORGE_DTYPE": "float32"}, nice=10)
+            model, store, settings, args.out / name / "run", env=env, nice=10)
         ratio = plan["train"]["total_gb"] / got.peak_gb
-        row = {"config": name, "settings": settings, "predicted_gb": plan["train"]["total_gb"],
+        row = {"config": name, "settings": settings, "mmap_threshold": args.mmap_threshold, "predicted_gb": plan["train"]["total_gb"],
                "measured_gb": got.peak_gb, "ratio": round(ratio, 3), "train": plan["train"],
                "workload": plan["workload"], "tokens_per_s": got.tokens_per_s,
                "flops_per_token": plan["time"]["flops_per_token"], "resident_gb": got.resident_gb,
