@@ -483,7 +483,7 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
     if hw.device == "cpu" and not os.environ.get(MMAP_THRESHOLD_ENV):
         notes.append(f"CPU peaks assume freed activations leave the process; glibc's default dynamic mmap "
                      f"threshold keeps them in the heap (the embedded model at defaults: 4.7 GB resident "
-                     f"measured vs 1.6 GB with {MMAP_THRESHOLD_ENV}=1048576; benchmarks/plan_check.py)")
+                     f"measured vs 1.77 GB with {MMAP_THRESHOLD_ENV}=1048576; benchmarks/plan_check.py)")
     if hw.gpus > 1 and hw.device == "cpu" and cfg.distributed != "ddp":
         notes.append(f"--distributed {cfg.distributed} needs CUDA; on CPUs only ddp runs")
     tokens = round(per_epoch * cfg.epochs)
