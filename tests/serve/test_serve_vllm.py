@@ -80,3 +80,44 @@ def test_adapter_specs_and_served_names(tmp_path):
         served_models("base", {}, dialect="klingon")
     with pytest.raises(ServeConfigError, match="needs a text dialect"):
         served_models("base", {}, dialect="openai")
+
+
+def test_launch_sizes_come_from_the_plan():
+    """--tensor-parallel-size / --gpu-memory-utilization / --max-model-len: the plan's serving
+    estimate (train sft's max_len by default); flags given win, one by one."""
+    from trajforge.serve.vllm import VllmLaunch, planned_launch
+    from trajforge.train.plan import serve_memory
+    from trajforge.train.sft import SFTConfig
+    from trajforge.train.shapes import model_shape
+
+    launch, note = planned_launch("Qwen/Qwen2.5-32B-Instruct", concurrency=8, gpu_gb=24)
+    expected = serve_memory(model_shape("qwen2.5-32b"), "bfloat16", SFTConfig().max_len, 8, 24.0)
+    assert note is None and launch == VllmLaunch(expected.tensor_parallel_size, expected.gpu_memory_utilization,
+                                                 SFTConfig().max_len)
+    assert launch.tensor_parallel_size == 4 and 0.5 < launch.gpu_memory_utilization <= 0.95
+    given, _ = planned_launch("qwen2.5-32b", VllmLaunch(None, 0.9, 16384), concurrency=8, gpu_gb=24)
+    assert given.gpu_memory_utilization == 0.9 and given.max_model_len == 16384
+    # A longer context needs more KV cache: never fewer GPUs than at 4096.
+    assert given.tensor_parallel_size >= launch.tensor_parallel_size
+    argv = vllm_command("org/model", {}, launch=launch).argv
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
+    assert argv[argv.index("--max-model-len") + 1] == str(SFTConfig().max_len)
+    unknown, note = planned_launch("org/unknown-model", VllmLaunch(2, None, None))
+    assert unknown == VllmLaunch(2, None, None) and "not a known model" in note
+    assert vllm_command("org/unknown-model", {}, launch=unknown).argv[-2:] == ["--tensor-parallel-size", "2"]
+
+
+def test_print_vllm_cli_prints_the_planned_flags(tmp_path):
+    from typer.testing import CliRunner
+
+    from trajforge.cli.main import app
+
+    a = fake_adapter(tmp_path / "a", r=64, dialect="hermes")
+    res = CliRunner().invoke(app, ["serve", "--model", "qwen2.5-7b", "--adapter", f"sql={a}", "--print-vllm",
+                                   "--gpu-gb", "24", "--serve-concurrency", "4", "--max-model-len", "8192"])
+    assert res.exit_code == 0, res.output
+    argv = shlex.split(res.stdout.strip().splitlines()[-1])
+    flags = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    assert flags["--max-model-len"] == "8192" and flags["--max-lora-rank"] == "64"
+    # 7.6B in bf16 (15.2 GB) + 4 × 8192 tokens of KV (1.9 GB) + buffers fits one 24 GB card.
+    assert flags["--tensor-parallel-size"] == "1" and 0.7 < float(flags["--gpu-memory-utilization"]) <= 0.95

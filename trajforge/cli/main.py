@@ -36,6 +36,7 @@ from trajforge.cli import report_cmd
 from trajforge.cli import view_cmd
 from trajforge.cli import migrate_cmd
 from trajforge.cli import doctor_cmd
+from trajforge.cli import plan_cmd
 from trajforge.cli.options import with_configs
 from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with_reward_flags
 from trajforge.grade.reward import RewardConfig
@@ -195,6 +196,7 @@ app.command("report")(report_cmd.report)
 app.command("view")(view_cmd.view)
 app.command("migrate")(migrate_cmd.migrate)
 app.command("doctor")(doctor_cmd.doctor)
+app.command("plan")(plan_cmd.plan)
 
 def main() -> None:
     """The ``trajforge`` console script: the app, plus a clear message (not a traceback) when a

@@ -4,7 +4,9 @@
     trajforge serve --model smollm2-135m --adapter sql=runs/demo/adapter --print-vllm
 
 The request's ``model`` picks the base model (its ``--model`` name) or an adapter (its NAME).
-``--print-vllm`` prints the equivalent ``vllm serve`` command instead of serving.
+``--print-vllm`` prints the equivalent ``vllm serve`` command instead of serving, sized by
+``trajforge plan`` (``--tensor-parallel-size``, ``--gpu-memory-utilization``, ``--max-model-len``
+from its serving estimate at ``--serve-concurrency`` on GPUs of ``--gpu-gb``; given flags win).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def serve(
     dtype: str = typer.Option("auto", help="auto, float32 or bfloat16"),
     print_vllm: bool = typer.Option(False, "--print-vllm", help="print the equivalent vLLM command and exit"),
     chat_template: Optional[str] = typer.Option(None, help="with --print-vllm: a chat template for vLLM"),
+    tensor_parallel_size: Optional[int] = typer.Option(None, help="with --print-vllm (default: the plan's)"),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, help="with --print-vllm (default: the plan's)"),
+    max_model_len: Optional[int] = typer.Option(None, help="with --print-vllm (default: train sft's --max-len)"),
+    serve_concurrency: Optional[int] = typer.Option(None, help="with --print-vllm: sequences of max-model-len the "
+                                                    "plan sizes the KV cache for (default 8)"),
+    gpu_gb: Optional[float] = typer.Option(None, help="with --print-vllm: one GPU's memory in GB (default 80)"),
     verbose: bool = typer.Option(False, help="log every request"),
     allow_adapter_updates: bool = typer.Option(
         False, "--allow-adapter-updates",
@@ -41,9 +49,15 @@ def serve(
     try:
         adapters = parse_adapter_specs(adapter)
         if print_vllm:
-            from trajforge.serve.vllm import vllm_command
+            from trajforge.serve.adapters import adapter_rank, check_adapter_dir
+            from trajforge.serve.vllm import VllmLaunch, planned_launch, vllm_command
 
-            cmd = vllm_command(model, adapters, dialect, chat_template)
+            rank = max((adapter_rank(check_adapter_dir(n, p)) for n, p in adapters.items()), default=0)
+            launch, note = planned_launch(model, VllmLaunch(tensor_parallel_size, gpu_memory_utilization, max_model_len),
+                                          serve_concurrency, gpu_gb, rank)
+            cmd = vllm_command(model, adapters, dialect, chat_template, launch)
+            if note:
+                cmd.notes.append(note)
             for note in cmd.notes:
                 typer.echo(f"# note: {note}", err=True)
             typer.echo(cmd.line)

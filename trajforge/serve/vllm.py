@@ -2,6 +2,11 @@
 
     trajforge serve --model smollm2-135m --adapter sql=runs/adapter --print-vllm
 
+The launch sizes come from ``trajforge plan`` (``train/plan.py``'s serving estimate):
+``--tensor-parallel-size`` (the fewest GPUs whose share of weights + KV cache + buffers fits),
+``--gpu-memory-utilization`` (exactly that share of one GPU) and ``--max-model-len``; flags given
+to ``serve`` win over the plan's (``planned_launch``).
+
 vLLM runs one tool-call parser per server, so every adapter must have been trained with the same
 dialect; the parser is that dialect's vLLM name, and ``--max-lora-rank`` is the largest rank among
 the adapters (vLLM refuses adapters above it; its default is 16).
@@ -46,8 +51,49 @@ class VllmCommand(NamedTuple):
         return shlex.join(self.argv)
 
 
+class VllmLaunch(NamedTuple):
+    """How big a server to start: ``vllm serve``'s sizing flags."""
+
+    tensor_parallel_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+
+    def argv(self) -> list[str]:
+        out = []
+        if self.tensor_parallel_size is not None:
+            out += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if self.gpu_memory_utilization is not None:
+            out += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
+        if self.max_model_len is not None:
+            out += ["--max-model-len", str(self.max_model_len)]
+        return out
+
+
+def planned_launch(model: str, given: VllmLaunch = VllmLaunch(), concurrency: int | None = None,
+                   gpu_gb: float | None = None, lora_r: int = 0) -> tuple[VllmLaunch, str | None]:
+    """``given``'s flags, the rest from the plan's serving estimate for ``model`` at
+    ``concurrency`` sequences of ``max_model_len`` (default: ``train sft``'s ``max_len``) on GPUs
+    of ``gpu_gb``; plus a note when the model's shape is unknown and only ``given`` is used."""
+    from trajforge.train.plan import GPU_GB, SERVE_CONCURRENCY, serve_memory
+    from trajforge.train.sft import SFTConfig
+    from trajforge.train.shapes import model_shape
+
+    try:
+        shape = model_shape(model)
+    except ValueError:
+        return given, (f"no config.json for {model} and not a known model: --tensor-parallel-size, "
+                       "--gpu-memory-utilization and --max-model-len are only the ones given")
+    defaults = SFTConfig()
+    length = given.max_model_len or defaults.max_len
+    planned = serve_memory(shape, "bfloat16", length, concurrency or SERVE_CONCURRENCY, gpu_gb or GPU_GB,
+                           lora_r, defaults.targets)
+    return VllmLaunch(
+        given.tensor_parallel_size or planned.tensor_parallel_size,
+        given.gpu_memory_utilization or planned.gpu_memory_utilization, length), None
+
+
 def vllm_command(model: str, adapters: dict[str, str], dialect: str | None = None,
-                 chat_template: str | None = None) -> VllmCommand:
+                 chat_template: str | None = None, launch: VllmLaunch | None = None) -> VllmCommand:
     """``vllm serve`` argv for the base model and LoRA adapters; raises ServeConfigError when the
     adapters' dialects disagree or a dialect has no vLLM parser."""
     trained = {name: adapter_dialect(check_adapter_dir(name, path)) for name, path in adapters.items()}
@@ -73,6 +119,8 @@ def vllm_command(model: str, adapters: dict[str, str], dialect: str | None = Non
     elif not _template_renders_tools(Path(weights)):
         notes.append(f"the chat template of {weights} does not render tools: pass --chat-template, "
                          "or use OpenAIPolicy(native_tools=False) so the dialect renders them")
+    if launch is not None:
+        argv += launch.argv()
     if is_embedded(model):
         notes.append(f"{weights} is created by `trajforge models pull {model}`")
     return VllmCommand(argv, notes)
