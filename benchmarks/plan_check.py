@@ -109,10 +109,9 @@ def main() -> None:
     ap.add_argument("--store", type=Path, help="an existing BYO store (default: build one under --out)")
     ap.add_argument("--only", action="append", help="run only these configurations")
     ap.add_argument("--fit", action="store_true", help="also fit the CPU constants to the runs")
-    ap.add_argument("--mmap-threshold", type=int, default=0,
-                    help="run the training with glibc's MALLOC_MMAP_THRESHOLD_ fixed at this many bytes (0: "
-                         "glibc's default, a dynamic threshold that rises to 32 MiB and keeps freed activations "
-                         "in the heap)")
+    ap.add_argument("--mmap-threshold", type=int, default=None,
+                    help="TRAJFORGE_MMAP_THRESHOLD for the runs (default: training's own, 1 MiB; 0: glibc's "
+                         "dynamic threshold, which keeps freed activations in the heap)")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse a configuration's measurement when its run folder holds one made with the same "
                          "settings (only the prediction is recomputed)")
@@ -129,8 +128,8 @@ def main() -> None:
             tiny_llama(Path(model), TINY[name][0])
         plan = predicted(model, store, {k: v for k, v in settings.items() if k != "device"} | {"device": "cpu"})
         env = {"TRAJFORGE_DTYPE": "float32"}
-        if args.mmap_threshold:
-            env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
+        if args.mmap_threshold is not None:
+            env["TRAJFORGE_MMAP_THRESHOLD"] = str(args.mmap_threshold)
         got = (args.reuse and reusable(args.out / name / "run", settings)) or measure_sft(
             model, store, settings, args.out / name / "run", env=env, nice=10)
         ratio = plan["train"]["total_gb"] / got.peak_gb

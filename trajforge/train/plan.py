@@ -72,11 +72,11 @@ CUDA_ALLOCATOR_SLACK = 0.10
 CPU_RUNTIME_GB = 0.75
 """Resident memory of a training process besides weights and tensors: the interpreter, torch,
 transformers, peft, accelerate, tokenizer, data and thread pools (measured: ``plan_check.py``)."""
-MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
-"""glibc's tunable: fixed, freed tensors above it are unmapped at once; unset, the threshold
-rises to each freed block's size (up to 32 MiB), so activations come from the brk heap and its
+MMAP_THRESHOLD_ENV = "TRAJFORGE_MMAP_THRESHOLD"
+"""Training on a CPU fixes glibc's mmap threshold (``train/host_memory.py``) so freed activations
+leave the process; set to 0, glibc's dynamic threshold keeps them in the brk heap and its
 high-water mark stays resident (3.6 GB of heap, 4.7 GB resident, for the embedded model at the
-defaults after 3-4 micro-batches, against 2.2 GB predicted)."""
+defaults after 3-4 micro-batches, against 2.2 GB predicted). CPU predictions assume the fix."""
 CPU_ALLOCATOR_FACTOR = 1.0
 """Resident bytes per live activation byte at the peak on a CPU (glibc keeps some freed memory;
 measured: ``plan_check.py``)."""
@@ -480,10 +480,10 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
     if cfg.load_in != "none":
         notes.append(f"--load-in-{cfg.load_in}: arithmetic only (bitsandbytes is not installed where this was "
                      "checked); non-linear weights are fp32 after prepare_model_for_kbit_training")
-    if hw.device == "cpu" and not os.environ.get(MMAP_THRESHOLD_ENV):
-        notes.append(f"CPU peaks assume freed activations leave the process; glibc's default dynamic mmap "
-                     f"threshold keeps them in the heap (the embedded model at defaults: 4.7 GB resident "
-                     f"measured vs 1.77 GB with {MMAP_THRESHOLD_ENV}=1048576; benchmarks/plan_check.py)")
+    if hw.device == "cpu" and os.environ.get(MMAP_THRESHOLD_ENV, "").strip() == "0":
+        notes.append(f"{MMAP_THRESHOLD_ENV}=0: glibc's dynamic mmap threshold keeps freed activations in "
+                     "the heap, so CPU peaks run well above this plan (the embedded model at defaults: 4.7 GB "
+                     "resident measured vs 1.77 GB with training's own setting; benchmarks/host_memory.py)")
     if hw.gpus > 1 and hw.device == "cpu" and cfg.distributed != "ddp":
         notes.append(f"--distributed {cfg.distributed} needs CUDA; on CPUs only ddp runs")
     tokens = round(per_epoch * cfg.epochs)
