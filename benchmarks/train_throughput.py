@@ -331,16 +331,29 @@ def run_arms(args, work: Workload, names: list[str]) -> dict[str, dict[str, Any]
     return results
 
 
+PAIRS = (("trajforge/raw", "trajforge", "raw"), ("trajforge/trl", "trajforge", "trl"),
+         ("shared/trajforge", "shared", "trajforge"), ("shared/trl", "shared", "trl"), ("raw/raw-hf", "raw", "raw-hf"))
+
+
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     def rate(n: str) -> float | None:
         return results.get(n, {}).get("tokens_per_s")
 
     out = {}
-    for label, a, b in (("trajforge/raw", "trajforge", "raw"), ("trajforge/trl", "trajforge", "trl"),
-                        ("shared/trajforge", "shared", "trajforge"), ("shared/trl", "shared", "trl"),
-                        ("raw/raw-hf", "raw", "raw-hf")):
+    for label, a, b in PAIRS:
         if rate(a) and rate(b):
             out[label] = rate(a) / rate(b)
+    return out
+
+
+def step_ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Median over steps of the speed ratio of two arms on the same step (same batch, neighbouring
+    times): robust to the one step a busy machine stalls, which the totals are not."""
+    out = {}
+    for label, a, b in PAIRS:
+        sa, sb = results.get(a, {}).get("step_seconds"), results.get(b, {}).get("step_seconds")
+        if sa and sb:
+            out[label] = statistics.median(tb / ta for ta, tb in zip(sa, sb))
     return out
 
 
@@ -388,7 +401,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "measured_loss_tokens": sum(work.loss_tokens[args.warmup: args.warmup + args.steps]),
             "torch_threads": torch.get_num_threads(), "loadavg_before": load_before,
             "loadavg_after": os.getloadavg(), "wall_seconds": time.perf_counter() - began,
-            "arms": results, "ratios": ratios(results),
+            "arms": results, "ratios": ratios(results), "step_ratios": step_ratios(results),
         }
     print_report(report)
     if args.json:
@@ -411,8 +424,9 @@ def print_report(r: dict[str, Any]) -> None:
                   f"{a['median_step_tokens_per_s']:.1f} tokens/s)")
     firsts = {n: round(a["first_loss"], 5) for n, a in r["arms"].items() if "first_loss" in a}
     print(f"  first-step loss per arm (LoRA B starts at 0, so all equal the base model's): {firsts}")
+    print("  ratio of tokens/s      total   median per step")
     for label, v in r["ratios"].items():
-        print(f"  {label:18s} x{v:.2f}")
+        print(f"  {label:18s} x{v:5.2f}   x{r['step_ratios'][label]:.2f}")
 
 
 if __name__ == "__main__":

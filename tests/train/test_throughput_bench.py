@@ -52,7 +52,7 @@ def test_arms_train_the_same_batches_and_report_ratios(tiny_model, store, tmp_pa
         assert len(arm["step_seconds"]) == 2 and arm["tokens_per_s"] > 0
     first = {name: arm["first_loss"] for name, arm in arms.items()}
     assert max(first.values()) - min(first.values()) < 1e-4 * max(first.values()), first
-    assert {"trajforge/raw", "shared/trajforge", "raw/raw-hf"} <= set(report["ratios"])
+    assert {"trajforge/raw", "shared/trajforge", "raw/raw-hf"} <= set(report["ratios"]) == set(report["step_ratios"])
     assert ("trajforge/trl" in report["ratios"]) == ("trl" in arms)
     assert report["measured_tokens"] > report["measured_loss_tokens"] > 0
     assert json.loads(out.read_text())["ratios"] == report["ratios"]
