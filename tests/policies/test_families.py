@@ -103,13 +103,15 @@ def test_the_loop_runs_on_each_architecture(family, mode, models, pool, root):
     cli("collect", "--tasks", pool, "--policy", spec, "--out", d / "store", "--split", "train", "--max-turns", 2)
     cli("collect", "--tasks", pool, "--policy", "expert", "--out", d / "store", "--split", "train")
     cli("grade", d / "store")
-    cli("train", "sft", "--data", d / "store", "--model", model, "--out", d / "adapter", "--max-steps", 2,
-        "--batch-size", 2, "--replay-share", 0, "--render-mode", mode, "--tiers", "success", "--tiers", "failed")
+    # 3 steps: LoRA B starts at zero, so A only moves once a step has made B non-zero.
+    cli("train", "sft", "--data", d / "store", "--model", model, "--out", d / "adapter", "--max-steps", 3,
+        "--batch-size", 2, "--grad-accum", 1, "--replay-share", 0, "--render-mode", mode, "--tiers", "success", "--tiers", "failed")
     meta = json.loads((d / "adapter" / ADAPTER_META).read_text())
     tok = load_tokenizer(str(model))
     # The hf policy's own rollouts were trained from their stored ids: they verified against the renderer.
     assert meta["result"]["built"].get("stored_ids", 0) == 2, meta["result"]["built"]
-    assert meta["render_mode"] == mode and meta["chat_template"]["text"] == template_text(family)
+    assert meta["result"]["steps"] == 3 and meta["render_mode"] == mode
+    assert meta["chat_template"]["text"] == template_text(family)
     assert meta["dialect"] == Dialect.for_model(str(model), tok.chat_template).name
 
     torch.manual_seed(meta["config"]["seed"])
@@ -159,15 +161,18 @@ def test_templates_without_a_system_role_tools_or_tool_role_lose_nothing(family,
 
 
 def test_template_mode_on_templates_that_take_tools_lets_them_render_the_tools(models):
+    rendered = {}
     for family in ("llama", "qwen2"):
         tok = load_tokenizer(str(models[family]))
         assert template_traits(tok) == (True, True, True)
         dialect = Dialect.for_model(str(models[family]), tok.chat_template)
-        own, theirs = (dialect.chat_text(tok, CONVERSATION, TOOLSET, m) for m in ("dialect", "template"))
-        assert own != theirs and "TOOL-RESULT-TEXT: 42" in theirs and "SYSTEM-TEXT: be brief." in theirs
-    llama = load_tokenizer(str(models["llama"]))
-    text = Dialect.for_model("x", llama.chat_template).chat_text(llama, CONVERSATION, TOOLSET, "template")
-    assert "<|start_header_id|>ipython<|end_header_id|>\n\nTOOL-RESULT-TEXT: 42<|eot_id|>" in text
+        rendered[family] = [dialect.chat_text(tok, CONVERSATION, TOOLSET, m) for m in ("dialect", "template")]
+        for text in rendered[family]:
+            assert "TOOL-RESULT-TEXT: 42" in text and "SYSTEM-TEXT: be brief." in text
+    own, theirs = rendered["llama"]
+    assert own != theirs and "<|start_header_id|>ipython<|end_header_id|>\n\nTOOL-RESULT-TEXT: 42<|eot_id|>" in theirs
+    own, theirs = rendered["qwen2"]
+    assert own == theirs  # hermes is Qwen2.5's own format: its template writes the very same prompt
 
 
 def test_eos_becomes_the_templates_end_of_turn_token(models):
