@@ -170,7 +170,8 @@ def test_template_mode_on_templates_that_take_tools_lets_them_render_the_tools(m
         for text in rendered[family]:
             assert "TOOL-RESULT-TEXT: 42" in text and "SYSTEM-TEXT: be brief." in text
     own, theirs = rendered["llama"]
-    assert own != theirs and "<|start_header_id|>ipython<|end_header_id|>\n\nTOOL-RESULT-TEXT: 42<|eot_id|>" in theirs
+    # Llama's template JSON-dumps a tool result (a string is "iterable" in Jinja) into its ipython turn.
+    assert own != theirs and '<|start_header_id|>ipython<|end_header_id|>\n\n"TOOL-RESULT-TEXT: 42"<|eot_id|>' in theirs
     own, theirs = rendered["qwen2"]
     assert own == theirs  # hermes is Qwen2.5's own format: its template writes the very same prompt
 
@@ -221,17 +222,18 @@ def test_the_template_trained_with_is_the_one_eval_and_serve_render_with(bare, p
     of a training trajectory to the very ids the SFT sample holds."""
     from trajforge.train.data import render_sample
 
-    chosen = root / "qwen.jinja"
-    chosen.write_text(template_text("qwen2"))
+    # Gemma-2's template on the bare Gemma model: its turn end, <end_of_turn>, is a token there.
+    chosen = root / "gemma.jinja"
+    chosen.write_text(template_text("gemma2"))
     d = root / "bare-run"
     cli("collect", "--tasks", pool, "--policy", "expert", "--out", d / "store", "--split", "train")
     cli("train", "sft", "--data", d / "store", "--model", bare, "--out", d / "adapter", "--max-steps", 1,
         "--batch-size", 2, "--replay-share", 0, "--render-mode", "template", "--chat-template", chosen)
     meta = json.loads((d / "adapter" / ADAPTER_META).read_text())
-    assert meta["chat_template"]["text"] == template_text("qwen2") and not meta["chat_template"]["default"]
+    assert meta["chat_template"]["text"] == template_text("gemma2") and not meta["chat_template"]["default"]
 
     policy = HFPolicy(str(bare), adapter=str(d / "adapter"), dtype="float32")  # no template flag
-    assert policy.tokenizer.chat_template == template_text("qwen2")
+    assert policy.tokenizer.chat_template == template_text("gemma2")
     traj = TrajectoryStore(d / "store").read()[0]
     trained = load_tokenizer(str(d / "adapter"))  # the tokenizer SFT rendered with, saved with the adapter
     sample = render_sample(traj, trained, TOOLSET, policy.dialect, render_mode="template")
@@ -239,12 +241,12 @@ def test_the_template_trained_with_is_the_one_eval_and_serve_render_with(bare, p
     at = next(i for i, m in enumerate(traj.messages) if m.role == "assistant")
     prompt = policy.prompt_ids(TurnRequest(read_tasks(pool)[0], traj.messages[:at], TOOLSET, 0))
     assert sample.input_ids[:first] == prompt
-    assert "# Tools" in policy.tokenizer.decode(prompt)  # Qwen's template rendered the tools itself
+    assert policy.tokenizer.decode(prompt).startswith("<bos><start_of_turn>user\n")  # Gemma's turns, not ChatML
 
     answer = serve_once(bare, {"tuned": d / "adapter"}, request_body("tuned"))
     messages = [Message(role=m["role"], content=m["content"]) for m in request_body("tuned")["messages"]]
     assert answer["prompt_token_ids"] == policy.prompt_ids(TurnRequest(read_tasks(pool)[0], messages, TOOLSET, 0))
     with pytest.raises(ValueError, match="another chat template"):
-        other = root / "gemma.jinja"
-        other.write_text(template_text("gemma2"))
+        other = root / "phi-other.jinja"
+        other.write_text(template_text("phi3"))
         HFPolicy(str(bare), adapter=str(d / "adapter"), chat_template=str(other), dtype="float32")
