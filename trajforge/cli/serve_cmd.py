@@ -32,7 +32,9 @@ def serve(
                                           "adapters without trajforge meta (default hermes)"),
     dtype: str = typer.Option("auto", help="auto, float32 or bfloat16"),
     print_vllm: bool = typer.Option(False, "--print-vllm", help="print the equivalent vLLM command and exit"),
-    chat_template: Optional[str] = typer.Option(None, help="with --print-vllm: a chat template for vLLM"),
+    chat_template: Optional[str] = typer.Option(None, help="Jinja chat template file for the base model (default: "
+                                                "its own, else trajforge's default); adapters use the one they "
+                                                "were trained with; with --print-vllm: passed to vLLM"),
     tensor_parallel_size: Optional[int] = typer.Option(None, help="with --print-vllm (default: the plan's)"),
     gpu_memory_utilization: Optional[float] = typer.Option(None, help="with --print-vllm (default: the plan's)"),
     max_model_len: Optional[int] = typer.Option(None, help="with --print-vllm (default: train sft's --max-len)"),
@@ -65,10 +67,12 @@ def serve(
         served_models(model, adapters, dialect)  # refuse bad adapters before loading any weights
     except ServeConfigError as e:
         _fail(str(e))
+    from trajforge.policies.loading import read_chat_template
     from trajforge.serve.http import build_server
 
     try:
-        server = build_server(model, adapters, dialect, host, port, dtype, verbose, allow_adapter_updates)
+        template = read_chat_template(chat_template) if chat_template else None
+        server = build_server(model, adapters, dialect, host, port, dtype, verbose, allow_adapter_updates, template)
     except OSError as e:
         _fail(str(e))
     typer.echo(f"serving {', '.join(server.service.models)} at {server.url}  (Ctrl-C stops)")

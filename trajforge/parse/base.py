@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from trajforge.parse.detect import template_supports_tools
+from trajforge.parse.detect import TemplateTraits, template_supports_tools, template_traits  # noqa: F401 (0.1 name)
 from trajforge.parse.limits import MAX_ERRORS, MAX_REPLY_CHARS, as_text, start_repair_budget
 from trajforge.parse.special import TextGuard, text_guard
 from trajforge.schema import CallError, Message, Repair, ToolCall, Toolset
@@ -199,7 +199,8 @@ class Dialect:
         flush()
         return chat
 
-    def template_chat(self, messages: list[Message], tokenizer: Any = None) -> list[dict[str, Any]]:
+    def template_chat(self, messages: list[Message], tokenizer: Any = None,
+                      tool_role: bool = True) -> list[dict[str, Any]]:
         """Messages for a chat template that shows the tools itself (``render_mode="template"``).
 
         The system message keeps only its instructions (the template renders the ``tools``
@@ -207,12 +208,20 @@ class Dialect:
         assistant turn is this dialect's text as plain content — what the model wrote, or the
         rendering of its calls — so the template cannot re-serialize earlier calls differently
         from what the model sees and learns. With ``tokenizer``, control tokens are escaped as in
-        ``to_chat``.
+        ``to_chat``. ``tool_role=False`` (a template that drops or refuses ``tool`` messages):
+        consecutive results are this dialect's result text in one user turn, as ``to_chat`` puts them.
         """
         guard = self.guard(tokenizer)
         text = guard.content if guard else _unchanged
         chat: list[dict[str, Any]] = []
+        pending: list[Message] = []
         for m in messages:
+            if m.role == "tool" and not tool_role:
+                pending.append(m.model_copy(update={"content": text(m.content)}))
+                continue
+            if pending:
+                chat.append({"role": "user", "content": self.render_tool_results(pending)})
+                pending = []
             if m.role == "assistant":
                 chat.append({"role": "assistant", "content": self.assistant_text(m, tokenizer)})
             elif m.role == "tool":
@@ -224,6 +233,8 @@ class Dialect:
                 chat.append(entry)
             else:
                 chat.append({"role": m.role, "content": text(m.content)})
+        if pending:
+            chat.append({"role": "user", "content": self.render_tool_results(pending)})
         return chat
 
     def chat_text(self, tokenizer, messages: list[Message], toolset: Toolset, render_mode: str = "dialect") -> str:
@@ -234,23 +245,59 @@ class Dialect:
         in the system message; ``template`` passes the tools to a chat template that renders them
         itself (``apply_chat_template(..., tools=...)``, for models trained on their own tool prompt).
 
+        Templates that cannot take a part of the conversation (``TemplateTraits``, found by probing
+        the template once) get a fixed rendering instead of an error or a dropped message:
+
+        - no system role (Gemma; Mistral v0.3, which moves it): the system text — instructions and,
+          in ``dialect`` mode, the tool block — opens the first user turn (``fold_system``);
+        - no ``tools`` argument (Gemma, Phi-3.5, most base-model templates): ``template`` mode
+          renders exactly as ``dialect`` mode, the tools in the dialect's tool block;
+        - no ``tool`` role (Phi-3.5 drops it, Gemma refuses it): tool results are the dialect's
+          result text in a user turn.
+
         Text stays text: every control token of ``tokenizer`` (and of the known template families)
         inside what a user, a tool or the model wrote is escaped, so the only control tokens in the
         prompt are the ones the template and the dialect's format put there
         (``trajforge.parse.special``). Tokenize the result with special tokens parsed, as usual.
         """
-        if render_mode == "dialect":
-            chat = self.to_chat(messages, toolset, tokenizer)
-            return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-        if render_mode != "template":
+        if render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render mode {render_mode!r}; use one of {', '.join(RENDER_MODES)}")
-        if not template_supports_tools(getattr(tokenizer, "chat_template", None)):
-            raise ValueError(
-                f"the chat template of {getattr(tokenizer, 'name_or_path', 'this tokenizer') or 'this tokenizer'} "
-                "does not take tools; use render_mode='dialect' (the dialect's own tool prompt)")
+        traits = template_traits(tokenizer)
+        if render_mode == "dialect" or not traits.tools:
+            return self.apply_template(tokenizer, self.to_chat(messages, toolset, tokenizer), traits=traits)
         tools = self.guard(tokenizer).content.value(toolset.openai())
-        return tokenizer.apply_chat_template(self.template_chat(messages, tokenizer), tools=tools,
-                                             tokenize=False, add_generation_prompt=True)
+        return self.apply_template(tokenizer, self.template_chat(messages, tokenizer, traits.tool_role),
+                                   tools=tools, traits=traits)
+
+    def apply_template(self, tokenizer, chat: list[dict[str, Any]], tools: list | None = None,
+                       traits: TemplateTraits | None = None) -> str:
+        """``tokenizer.apply_chat_template`` on ready chat messages (with the generation prompt),
+        the system text folded into the user turn for a template without a system role."""
+        traits = traits or template_traits(tokenizer)
+        if not traits.system:
+            chat = fold_system(chat)
+        extra = {"tools": tools} if tools is not None else {}
+        return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, **extra)
+
+
+def fold_system(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """System messages folded into the next user turn (the system text, a blank line, the user
+    text), for templates without a system role; one left at the end becomes a user turn of its
+    own. Nothing is dropped."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for m in chat:
+        if m["role"] == "system":
+            if m["content"]:
+                pending.append(m["content"])
+            continue
+        if pending and m["role"] == "user":
+            m = {**m, "content": "\n\n".join([*pending, m["content"]] if m["content"] else pending)}
+            pending = []
+        out.append(m)
+    if pending:
+        out.append({"role": "user", "content": "\n\n".join(pending)})
+    return out
 
 
 def _unchanged(text: str) -> str:

@@ -8,6 +8,7 @@ Nothing here imports torch or transformers: callers pass the template string.
 from __future__ import annotations
 
 import re
+from typing import Any, NamedTuple
 
 # (marker, dialect), most specific first: Qwen3-Coder templates also mention <tool_call>.
 _TEMPLATE_MARKERS: tuple[tuple[str, str], ...] = (
@@ -55,8 +56,73 @@ def _template_text(chat_template: str | dict | None) -> str:
 
 
 def template_supports_tools(chat_template: str | dict | None) -> bool:
-    """True when a chat template renders a ``tools`` argument (it mentions ``tools`` at all)."""
+    """True when a chat template's text mentions ``tools`` at all (a guess from the text alone, for
+    callers without a tokenizer; ``template_traits`` renders to find out)."""
     return "tools" in _template_text(chat_template)
+
+
+class TemplateTraits(NamedTuple):
+    """What a chat template does with the messages trajforge gives it, found by rendering probe
+    conversations through it once (``template_traits``). Each False is a documented adaptation in
+    ``Dialect.chat_text``, never a crash and never a dropped message."""
+
+    system: bool
+    """A leading system message is rendered first, before the first user turn. Gemma raises on
+    one, Mistral v0.3 moves it into the *last* user turn (not prefix-stable across an episode),
+    some templates drop it: then the system text is folded into the first user turn."""
+    tools: bool
+    """The ``tools`` argument reaches the text. Without it, ``render_mode="template"`` renders the
+    tools the dialect's way (its tool block in the system text)."""
+    tool_role: bool
+    """``tool`` messages reach the text in a user, assistant, tool, assistant conversation. Gemma
+    raises (roles must alternate), Phi-3.5 drops them silently: then tool results are the
+    dialect's text in a user turn, as in ``render_mode="dialect"``."""
+
+
+_UNADAPTED = TemplateTraits(True, True, True)
+_PROBE = "trajforge-probe-"  # sentinels: words no template writes itself
+_PROBE_TOOL = {"type": "function", "function": {
+    "name": _PROBE + "tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+_traits: dict[str, TemplateTraits] = {}
+
+
+def _probe(tokenizer: Any, chat: list[dict], tools: list | None = None) -> str | None:
+    """The probe conversation rendered, or None when the template refuses it."""
+    try:
+        text = tokenizer.apply_chat_template(chat, tools=tools, tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - a template's raise_exception is how it says "not this"
+        return None
+    return text if isinstance(text, str) else None
+
+
+def template_traits(tokenizer: Any) -> TemplateTraits:
+    """The ``TemplateTraits`` of ``tokenizer``'s chat template (cached per template text). A
+    template that cannot render even one user turn is reported as needing nothing: the real
+    rendering then raises its own error, which says more than a probe could."""
+    key = repr(getattr(tokenizer, "chat_template", None))
+    if key not in _traits:
+        _traits[key] = _find_traits(tokenizer)
+    return _traits[key]
+
+
+def _find_traits(tokenizer: Any) -> TemplateTraits:
+    user, system = _PROBE + "user", _PROBE + "system"
+    if _probe(tokenizer, [{"role": "user", "content": user}]) is None:
+        return _UNADAPTED
+    sys_text = _probe(tokenizer, [{"role": "system", "content": system}, {"role": "user", "content": user},
+                                  {"role": "assistant", "content": _PROBE + "assistant"},
+                                  {"role": "user", "content": _PROBE + "second-user"}])
+    has_system = sys_text is not None and -1 < sys_text.find(system) < sys_text.find(user)
+    tools_text = _probe(tokenizer, [{"role": "user", "content": user}], [_PROBE_TOOL])
+    has_tools = tools_text is not None and _PROBE + "tool" in tools_text
+    result, after = _PROBE + "result", _PROBE + "after-result"
+    tool_text = _probe(tokenizer, [
+        {"role": "user", "content": user}, {"role": "assistant", "content": _PROBE + "assistant"},
+        {"role": "tool", "content": result, "name": _PROBE + "tool", "tool_call_id": "call_0"},
+        {"role": "assistant", "content": after}, {"role": "user", "content": _PROBE + "second-user"}],
+        [_PROBE_TOOL] if has_tools else None)
+    has_tool_role = tool_text is not None and result in tool_text and after in tool_text
+    return TemplateTraits(has_system, has_tools, has_tool_role)
 
 
 def _marked(text: str) -> str | None:

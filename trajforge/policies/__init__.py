@@ -5,8 +5,11 @@ SPEC is ``expert``, ``hf:MODEL``, ``hf:MODEL@ADAPTER_DIR`` or ``openai:BASE_URL#
 ``dialect=NAME`` overrides the tool-call dialect the policy would pick for itself (for ``openai:``,
 a text dialect means the server returns raw text that the dialect parses), and for ``hf:``
 ``render=template`` lets the model's chat template show the tools:
-``hf:Qwen/Qwen3-8B?dialect=hermes&render=template``. A spec with options is also the policy's
-default name, so two dialects of one model are two policies in a store.
+``hf:Qwen/Qwen3-8B?dialect=hermes&render=template``, and ``chat_template=FILE`` renders with the
+Jinja template in FILE (a model without one gets a default; an adapter renders with the template
+it was trained with, recorded in its meta): ``hf:./gemma-3-270m?chat_template=chat.jinja``. A spec
+with options is also the policy's default name, so two dialects of one model are two policies in a
+store.
 """
 
 from __future__ import annotations
@@ -17,27 +20,31 @@ from trajforge.parse import get_dialect
 from trajforge.policies.base import Generation, Policy, TurnRequest
 
 
-_SPEC_OPTIONS = {"dialect": "dialect", "render": "render_mode"}
+_SPEC_OPTIONS = {"dialect": "dialect", "render": "render_mode", "chat_template": "chat_template"}
 
 
 def _spec_options(spec: str) -> tuple[str, dict[str, Any]]:
-    """``SPEC?dialect=NAME&render=MODE`` → (SPEC, {"dialect": Dialect, "render_mode": MODE})."""
+    """``SPEC?dialect=NAME&render=MODE&chat_template=FILE`` → (SPEC, {"dialect": Dialect,
+    "render_mode": MODE, "chat_template": FILE})."""
     base, sep, query = spec.rpartition("?")
-    if not sep or "#" in query or "/" in query:  # no options (a '?' inside a URL is not ours)
+    # No options: a '?' inside a URL is not ours (an hf: option may name a file, so '/' is fine there).
+    if not sep or "#" in query or ("/" in query and not base.startswith("hf:")):
         return spec, {}
     options: dict[str, Any] = {}
     for pair in query.split("&"):
         key, _, value = pair.partition("=")
         if key not in _SPEC_OPTIONS or not value:
-            raise ValueError(f"bad policy option {pair!r} in {spec!r}: use dialect=NAME or render=dialect|template")
+            raise ValueError(f"bad policy option {pair!r} in {spec!r}: use dialect=NAME, render=dialect|template "
+                             "or chat_template=FILE")
         options[_SPEC_OPTIONS[key]] = value
     if "dialect" in options:
         try:
             options["dialect"] = get_dialect(options["dialect"])
         except KeyError as e:
             raise ValueError(f"policy spec {spec!r}: {e.args[0]}") from None
-    if "render_mode" in options and not base.startswith("hf:"):
-        raise ValueError(f"policy spec {spec!r}: render= applies to hf: policies only")
+    for key, flag in (("render_mode", "render="), ("chat_template", "chat_template=")):
+        if key in options and not base.startswith("hf:"):
+            raise ValueError(f"policy spec {spec!r}: {flag} applies to hf: policies only")
     return base, options
 
 

@@ -7,7 +7,11 @@ left-padded and batched across all episodes waiting for a turn. Prompt and sampl
 returned so training can use the exact tokens.
 
 The dialect, unless given: the adapter's (what it was trained in), else the embedded model's,
-else ``Dialect.for_model(model, chat_template)``; the render mode likewise follows the adapter.
+else ``Dialect.for_model(model, chat_template)``; the render mode and the chat template likewise
+follow the adapter (its meta records the template text it was trained with), so an adapter acts
+exactly as it was trained with no flag. ``chat_template=FILE`` (spec ``?chat_template=FILE``)
+chooses the template of a model without an adapter (``policies/loading.py``: a model with none gets
+the default); it is refused for an adapter trained with another.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 from trajforge.parse import RENDER_MODES, Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
-from trajforge.policies.loading import load_model
+from trajforge.policies.loading import load_model, read_chat_template
 from trajforge.policies.models import EMBEDDED
 
 ADAPTER_META = "trajforge_adapter.json"
@@ -81,6 +85,21 @@ def adapter_lineage(adapter: str | Path) -> list[str]:
     return chain[::-1]
 
 
+def trained_template(meta: dict, chat_template: str | Path | None, adapter: str | None = None) -> str | None:
+    """The template text to render with: ``chat_template`` (a file) when given, else the one the
+    adapter's meta records; None leaves the model's own (or the default). A file that differs
+    from the adapter's recorded template is refused: the adapter would see prompts it never saw."""
+    recorded = (meta.get("chat_template") or {}).get("text")
+    if chat_template is None:
+        return recorded
+    text = read_chat_template(chat_template)
+    if recorded is not None and text != recorded:
+        raise ValueError(f"adapter {adapter} was trained with another chat template than {chat_template} "
+                         f"(its {ADAPTER_META} records the one it was trained with); drop the chat_template "
+                         "option to render as in training")
+    return text
+
+
 def _trained_with(adapter: str | None) -> dict:
     """The adapter's meta (dialect, render mode) when it is a trajforge adapter, else empty."""
     if adapter and (Path(adapter) / ADAPTER_META).exists():
@@ -104,6 +123,7 @@ class HFPolicy:
         loaded=None,
         render_mode: str | None = None,
         device: str | None = None,
+        chat_template: str | Path | None = None,
     ):
         self.model_name = model
         self.adapter = adapter
@@ -120,7 +140,8 @@ class HFPolicy:
         self.share_prefix = share_prefix
         self._checked: set[str] = set()
         self._draws = 0
-        self.model, self.tokenizer = loaded or load_model(model, adapter, dtype, device)
+        template = trained_template(trained, chat_template, adapter)
+        self.model, self.tokenizer = loaded or load_model(model, adapter, dtype, device, template)
         default = trained.get("dialect") or EMBEDDED.get(model, {}).get("dialect")
         self.dialect = dialect or (get_dialect(default) if default else
                                    Dialect.for_model(model, getattr(self.tokenizer, "chat_template", None)))

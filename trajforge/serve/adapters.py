@@ -1,6 +1,7 @@
 """Which names a server answers to, and which dialect each one speaks.
 
-An adapter trained by ``trajforge train sft`` records its dialect in ``trajforge_adapter.json``;
+An adapter trained by ``trajforge train sft`` records its dialect, render mode and chat template in
+``trajforge_adapter.json`` (each served adapter renders with its own);
 serving it with another dialect would render tools in a format it never saw, so a ``--dialect``
 that disagrees with an adapter's recorded one is refused. Adapters without that file (peft folders
 from elsewhere) and the base model use ``--dialect``, else the embedded model's, else hermes.
@@ -12,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from trajforge.parse import get_dialect
+from trajforge.parse import RENDER_MODES, get_dialect
 from trajforge.policies.hf import ADAPTER_META, read_adapter_meta
 from trajforge.policies.models import EMBEDDED
 from trajforge.serve.service import ServedModel
@@ -83,7 +84,13 @@ def served_adapter(name: str, path: str | Path, default: str, forced: str | None
     if forced and trained and trained != forced:
         raise ServeConfigError(f"adapter {name!r} was trained with dialect {trained!r} "
                                f"(its {ADAPTER_META}) but --dialect is {forced!r}")
-    return ServedModel(name, name, _dialect(trained or default, f"adapter {name!r}"), str(path))
+    meta = read_adapter_meta(path) if (Path(path) / ADAPTER_META).is_file() else {}
+    render_mode = meta.get("render_mode") or "dialect"
+    if render_mode not in RENDER_MODES:
+        raise ServeConfigError(f"adapter {name!r}: unknown render mode {render_mode!r} in its {ADAPTER_META}")
+    template = (meta.get("chat_template") or {}).get("text")
+    return ServedModel(name, name, _dialect(trained or default, f"adapter {name!r}"), str(path),
+                       render_mode, template if isinstance(template, str) else None)
 
 
 def _dialect(name: str, where: str):

@@ -35,6 +35,9 @@ class Sampling(NamedTuple):
     """Sampling seed; None draws a fresh one."""
     top_logprobs: int = 0
     """How many alternatives to report per position."""
+    stop_ids: frozenset[int] = frozenset()
+    """End-of-turn ids of this request besides the backend's (an adapter trained with a template
+    that ends turns with another token)."""
 
 
 class Token(NamedTuple):
@@ -66,10 +69,11 @@ class HFBackend:
     """A local transformers model with LoRA adapters loaded side by side through peft."""
 
     def __init__(self, model: str, adapters: dict[str, str] | None = None, dtype: str = "auto",
-                 device: str | None = None):
+                 device: str | None = None, chat_template: str | None = None):
         from trajforge.policies.hf import load_model
 
-        net, self.tokenizer = load_model(model, None, dtype, device)
+        # chat_template (text): the base model's; adapters trained with another render with theirs.
+        net, self.tokenizer = load_model(model, None, dtype, device, chat_template)
         adapters = dict(adapters or {})
         if adapters:
             from peft import PeftModel
@@ -104,7 +108,7 @@ class HFBackend:
             for _ in range(sampling.max_tokens):
                 token = pick(out.logits[0, -1].float(), sampling, gen)
                 yield token
-                if token.id in self.stop_ids:
+                if token.id in self.stop_ids or token.id in sampling.stop_ids:
                     return
                 step = torch.tensor([[token.id]], device=device)
                 out = self.model(input_ids=step, use_cache=True, **{_cache_kw(): cache})

@@ -278,8 +278,10 @@ class Server:
 
 def build_server(model: str, adapters: dict[str, str] | None = None, dialect: str | None = None,
                  host: str = "127.0.0.1", port: int = 0, dtype: str = "auto", verbose: bool = False,
-                 allow_adapter_updates: bool = False) -> Server:
+                 allow_adapter_updates: bool = False, chat_template: str | None = None) -> Server:
     """Load the model and adapters and bind the socket (``port=0``: a free port); not started.
+    ``chat_template``: template text for the base model (``--chat-template FILE``); an adapter
+    renders with the one its meta records.
 
     ``allow_adapter_updates`` opens vLLM's ``POST /v1/load_lora_adapter`` and
     ``/v1/unload_lora_adapter`` (what ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` does there): anyone who
@@ -289,7 +291,7 @@ def build_server(model: str, adapters: dict[str, str] | None = None, dialect: st
 
     adapters = adapters or {}
     models = served_models(model, adapters, dialect)  # refuse bad adapters before loading weights
-    service = ChatService(HFBackend(model, adapters, dtype), models)
+    service = ChatService(HFBackend(model, adapters, dtype, chat_template=chat_template), models)
     return Server(service, host, port, verbose, allow_adapter_updates)
 
 

@@ -1,8 +1,8 @@
 """Chat completions over a token backend: render with the dialect, generate, parse into tool_calls.
 
 The request's ``model`` picks a served model (the base model or one adapter). Its dialect renders the
-request's tools into the prompt exactly as training rendered them (the same ``Dialect.to_chat`` and
-chat template as ``HFPolicy``) and parses the output back: valid calls become OpenAI ``tool_calls``
+request's tools into the prompt exactly as training rendered them (``Dialect.chat_text`` with the
+adapter's recorded render mode and chat template, as ``HFPolicy`` renders) and parses the output back: valid calls become OpenAI ``tool_calls``
 with ``finish_reason: tool_calls``, the text around them is the ``content``. When the output had a
 call the parser rejected (bad JSON, unknown tool, invalid arguments), the raw output is returned as
 the content so the client sees what the model wrote.
@@ -42,6 +42,10 @@ class ServedModel(NamedTuple):
     """Renders tools and parses calls for this model."""
     source: str
     """Where the weights came from (model id or adapter folder)."""
+    render_mode: str = "dialect"
+    """How prompts with tools are rendered (``Dialect.chat_text``); an adapter's is the one it was trained with."""
+    chat_template: str | None = None
+    """The template text an adapter was trained with (its meta); None: the backend tokenizer's."""
 
 
 class Prepared(NamedTuple):
@@ -72,6 +76,7 @@ class ChatService:
         self.models = models
         self.tokenizer = backend.tokenizer
         self.max_token_chars = _max_token_chars(backend.tokenizer)
+        self._renderers: dict[str, Any] = {}
 
     def load_adapter(self, body: Any) -> str:
         """vLLM's runtime LoRA API: ``{"lora_name", "lora_path"}`` → a new served model whose
@@ -134,7 +139,8 @@ class ChatService:
         if toolset is not None and messages[0].role != "system":
             messages.insert(0, Message(role="system"))  # the dialect puts the tools in the system turn
         self._check_fits(sum(len(m.content) for m in messages), req.model)
-        text = _prompt_text(self.tokenizer, model.dialect, messages, toolset)
+        renderer = self.renderer(model)
+        text = _prompt_text(renderer, model, messages, toolset)
         self._check_fits(len(text), req.model)
         prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         room = self.backend.context - len(prompt)
@@ -145,9 +151,22 @@ class ChatService:
         sampling = Sampling(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p, max_tokens=min(wanted, room),
-            seed=req.seed, top_logprobs=(req.top_logprobs or 0) if req.logprobs else 0)
+            seed=req.seed, top_logprobs=(req.top_logprobs or 0) if req.logprobs else 0,
+            stop_ids=frozenset({renderer.eos_token_id} - self.backend.stop_ids - {None}))
         stops = (req.stop,) if isinstance(req.stop, str) else tuple(s for s in req.stop or () if s)
         return Prepared(req, model, toolset, prompt, sampling, stops)
+
+    def renderer(self, model: ServedModel):
+        """The tokenizer that renders ``model``'s prompts: the backend's, or for an adapter trained
+        with another chat template, the tokenizer saved with it (same vocabulary, its template
+        and end-of-turn token)."""
+        if model.chat_template is None or model.chat_template == self.tokenizer.chat_template:
+            return self.tokenizer
+        if model.name not in self._renderers:
+            from trajforge.policies.loading import load_tokenizer
+
+            self._renderers[model.name] = load_tokenizer(model.source, model.chat_template)
+        return self._renderers[model.name]
 
     def _check_fits(self, chars: int, model: str) -> None:
         """Refuse, before tokenizing, a prompt too long to fit the context however it tokenizes: a
@@ -164,8 +183,8 @@ class ChatService:
         with closing(self.backend.tokens(prep.model.adapter, prep.prompt_ids, prep.sampling)) as it:
             yield from it
 
-    def _decode(self, tokens: list[Token]) -> str:
-        ids = [t.id for t in tokens if t.id not in self.backend.stop_ids]
+    def _decode(self, tokens: list[Token], extra_stops: frozenset[int] = frozenset()) -> str:
+        ids = [t.id for t in tokens if t.id not in self.backend.stop_ids and t.id not in extra_stops]
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def _generate(self, prep: Prepared) -> Iterator[tuple[Token, str, str | None]]:
@@ -173,12 +192,12 @@ class ChatService:
         tokens: list[Token] = []
         for tok in self._tokens(prep):
             tokens.append(tok)
-            text = self._decode(tokens)
+            text = self._decode(tokens, prep.sampling.stop_ids)
             hit = _first_stop(text, prep.stops)
             if hit is not None:
                 yield tok, text[:hit], "stop"
                 return
-            if tok.id in self.backend.stop_ids:
+            if tok.id in self.backend.stop_ids or tok.id in prep.sampling.stop_ids:
                 yield tok, text, "stop"
                 return
             yield tok, text, "length" if len(tokens) >= prep.sampling.max_tokens else None
@@ -302,13 +321,15 @@ def _toolset(req: ChatRequest) -> Toolset | None:
     return Toolset(tools=(spec,))
 
 
-def _prompt_text(tokenizer, dialect: Dialect, messages: list[Message], toolset: Toolset | None) -> str:
-    """With tools: ``Dialect.chat_text``, the renderer the hf policy and SFT use. Without: the
-    system turns stay as written (no empty tool block) and the rest is rendered by the dialect.
+def _prompt_text(tokenizer, model: ServedModel, messages: list[Message], toolset: Toolset | None) -> str:
+    """With tools: ``Dialect.chat_text`` in the model's render mode, the renderer the hf policy and
+    SFT use. Without: the system turns stay as written (no empty tool block) and the rest is
+    rendered by the dialect, through the same template adaptations (``Dialect.apply_template``).
     Either way control-token strings inside user, tool and assistant text are escaped, so a message
     cannot forge a turn."""
+    dialect = model.dialect
     if toolset is not None:
-        return dialect.chat_text(tokenizer, messages, toolset)
+        return dialect.chat_text(tokenizer, messages, toolset, model.render_mode)
     lead = 0
     while lead < len(messages) and messages[lead].role == "system":
         lead += 1
@@ -316,7 +337,7 @@ def _prompt_text(tokenizer, dialect: Dialect, messages: list[Message], toolset: 
     # and all), so they stay as written; user, tool and assistant text is escaped as chat_text does.
     chat = [{"role": "system", "content": m.content} for m in messages[:lead]]
     chat += dialect.to_chat(messages[lead:], Toolset(tools=()), tokenizer)
-    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    return dialect.apply_template(tokenizer, chat)
 
 
 def _max_token_chars(tokenizer) -> int:

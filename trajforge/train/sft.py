@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
+from trajforge.policies.loading import read_chat_template, settle_template
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
 from trajforge.train.inloop import InLoopEval
@@ -58,6 +59,8 @@ class SFTConfig(LoraSettings):
     """Tool-call dialect to train in; None: the trajectories' own, else the model's (data.training_dialect)."""
     render_mode: str = "dialect"
     """``dialect`` (its tool block) or ``template`` (the model's chat template renders the tools)."""
+    chat_template: str | None = None
+    """Jinja chat template file to render with (None: the model's own, else the default); the adapter records it."""
 
     @field_validator("tiers", mode="before")
     @classmethod
@@ -193,6 +196,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     path = resolve(model)
     runtime = Runtime(cfg)
     net, tok = lora_model(path, cfg, device=str(runtime.device))
+    if cfg.chat_template:
+        settle_template(tok, read_chat_template(cfg.chat_template))
     samples, builder = build_samples(data, tok, model, cfg, skipped)
     if not samples:
         raise ValueError(f"no sample fits --max-len {cfg.max_len} (skipped: {skipped})")
