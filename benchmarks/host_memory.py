@@ -73,6 +73,8 @@ def main() -> None:
                     help="tokens per sequence, one micro-batch each, in this order")
     ap.add_argument("--repeat", type=int, default=4, help="then the longest batch this many times")
     ap.add_argument("--batch", type=int, default=2, help="sequences per micro-batch (train sft's default)")
+    ap.add_argument("--threshold", type=int, default=None,
+                    help="our arm's TRAJFORGE_MMAP_THRESHOLD in bytes (default: training's own)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--arm", choices=["glibc", "trajforge"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -85,6 +87,8 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "TRAJFORGE_MMAP_THRESHOLD"}
         if name == "glibc":
             env["TRAJFORGE_MMAP_THRESHOLD"] = "0"
+        elif args.threshold is not None:
+            env["TRAJFORGE_MMAP_THRESHOLD"] = str(args.threshold)
         out = subprocess.run([sys.executable, __file__, "--arm", name, "--lengths", args.lengths,
                               "--repeat", str(args.repeat), "--batch", str(args.batch)],
                              env=env, capture_output=True, text=True, check=True).stdout
