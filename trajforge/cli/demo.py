@@ -7,6 +7,8 @@ report.html. Each stage's wall time is recorded in metrics.json under ``timings_
 
 from __future__ import annotations
 
+import os
+
 import json
 import time
 from contextlib import contextmanager
@@ -89,6 +91,9 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
         demos = TrajectoryStore(train_store).read()
         console.print(f"{sum(t.outcome.tier == 'success' for t in demos)}/{len(demos)} expert episodes succeeded")
     with stage("train sft", timings):
+        # The demo's batches (4 × ~600 tokens, no checkpointing) fit easily, so it keeps glibc's
+        # allocator, which gives no memory back but runs CPU steps faster (train/host_memory.py).
+        os.environ.setdefault("TRAJFORGE_MMAP_THRESHOLD", "0")
         adapter = out / "adapter"
         res = train_sft(demos, model, adapter, SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=1,
                                                            dropout=dropout, seed=seed,

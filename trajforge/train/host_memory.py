@@ -23,12 +23,15 @@ import os
 
 log = logging.getLogger(__name__)
 
-MMAP_THRESHOLD = 8 << 20
-"""Blocks of at least 8 MiB get their own mapping. Each mapping costs page faults when first
-touched and a TLB flush when unmapped, so a lower threshold trades step time for memory; measured
-on the embedded model (``benchmarks/host_memory.py``, B=2, up to 768 tokens, checkpointing on):
+MMAP_THRESHOLD = 1 << 20
+"""Blocks of at least 1 MiB get their own mapping. Each mapping costs page faults when first
+touched and a TLB flush when unmapped, so the threshold trades step time for memory; measured on
+the embedded model (``benchmarks/host_memory.py``, B=2, up to 768 tokens, checkpointing on):
 glibc's dynamic threshold peaked at 3.2–3.7 GB; 8 MiB at 2.8 GB and 1.14x its step time; 1 MiB at
-1.8 GB and 1.66x. ``TRAJFORGE_MMAP_THRESHOLD=1048576`` buys the lower peak where memory is short."""
+1.8 GB and 1.66x. At ``train sft``'s defaults on real data (~1000-token samples) 8 MiB still
+peaked at 3.6 GB against 1.8 GB at 1 MiB (``benchmarks/plan_check.py``): the default is the
+memory that ``plan`` predicts and a 24 GB machine can count on; ``TRAJFORGE_MMAP_THRESHOLD=0``
+takes glibc's speed where memory is plentiful (the demo does)."""
 
 _M_MMAP_THRESHOLD = -3  # from glibc's malloc.h
 _applied: int | None = None
