@@ -7,9 +7,8 @@ report.html. Each stage's wall time is recorded in metrics.json under ``timings_
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
