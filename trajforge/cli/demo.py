@@ -8,7 +8,6 @@ report.html. Each stage's wall time is recorded in metrics.json under ``timings_
 from __future__ import annotations
 
 import json
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,6 +68,7 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
     from trajforge.store import TrajectoryStore
     from trajforge.tasks import synthesize
     from trajforge.tasks.pool import write_tasks
+    from trajforge.train.host_memory import glibc_allocator
     from trajforge.train.sft import SFTConfig, train_sft
 
     refuse_target(json_out, "--json")
@@ -89,10 +89,9 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
         collect(by_split["train"], make_policy("expert"), train_store)
         demos = TrajectoryStore(train_store).read()
         console.print(f"{sum(t.outcome.tier == 'success' for t in demos)}/{len(demos)} expert episodes succeeded")
-    with stage("train sft", timings):
-        # The demo's batches (4 × ~600 tokens, no checkpointing) fit easily, so it keeps glibc's
-        # allocator, which gives no memory back but runs CPU steps faster (train/host_memory.py).
-        os.environ.setdefault("TRAJFORGE_MMAP_THRESHOLD", "0")
+    # The demo's batches (4 × ~600 tokens, no checkpointing) fit easily, so it keeps glibc's
+    # allocator, which gives no memory back but runs CPU steps faster (train/host_memory.py).
+    with stage("train sft", timings), glibc_allocator():
         adapter = out / "adapter"
         res = train_sft(demos, model, adapter, SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=1,
                                                            dropout=dropout, seed=seed,

@@ -20,6 +20,8 @@ import ctypes
 import ctypes.util
 import logging
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +59,19 @@ def return_freed_blocks() -> int:
     except (OSError, AttributeError) as e:
         log.debug("mallopt unavailable (%s); host memory is left to the C library", e)
     return _applied
+
+
+@contextmanager
+def glibc_allocator() -> Iterator[None]:
+    """Training inside leaves this process's allocator as glibc has it (unless an earlier run
+    already set the threshold: a process's setting is never undone). For runs whose memory is
+    plentiful and whose step time counts, such as the demo's."""
+    global _applied
+    if _applied is not None:
+        yield
+        return
+    _applied = 0
+    try:
+        yield
+    finally:
+        _applied = None
