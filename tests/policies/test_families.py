@@ -99,7 +99,7 @@ def test_the_loop_runs_on_each_architecture(family, mode, models, pool, root):
     from transformers import AutoModelForCausalLM
 
     model, d = models[family], root / f"{family}-{mode}"
-    spec = f"hf:{model}?render={mode}"
+    spec = f"hf:{model}?render={mode}&max_tokens=24"  # a random model never stops: bound its turns
     cli("collect", "--tasks", pool, "--policy", spec, "--out", d / "store", "--split", "train", "--max-turns", 2)
     cli("collect", "--tasks", pool, "--policy", "expert", "--out", d / "store", "--split", "train")
     cli("grade", d / "store")
@@ -122,7 +122,7 @@ def test_the_loop_runs_on_each_architecture(family, mode, models, pool, root):
     trained = load_file(str(d / "adapter" / "adapter_model.safetensors"))
     assert trained.keys() == init.keys() and [k for k in trained if torch.equal(trained[k], init[k])] == []
 
-    cli("eval", "--tasks", pool, "--policy", f"hf:{model}@{d / 'adapter'}", "--name", "tuned", "--split", "test",
+    cli("eval", "--tasks", pool, "--policy", f"hf:{model}@{d / 'adapter'}?max_tokens=24", "--name", "tuned", "--split", "test",
         "--max-turns", 2, "--json", d / "eval.json")
     assert json.loads((d / "eval.json").read_text())["tuned"]["n"] == 2
 

@@ -20,12 +20,13 @@ from trajforge.parse import get_dialect
 from trajforge.policies.base import Generation, Policy, TurnRequest
 
 
-_SPEC_OPTIONS = {"dialect": "dialect", "render": "render_mode", "chat_template": "chat_template"}
+_SPEC_OPTIONS = {"dialect": "dialect", "render": "render_mode", "chat_template": "chat_template",
+                 "max_tokens": "max_new_tokens"}
 
 
 def _spec_options(spec: str) -> tuple[str, dict[str, Any]]:
-    """``SPEC?dialect=NAME&render=MODE&chat_template=FILE`` → (SPEC, {"dialect": Dialect,
-    "render_mode": MODE, "chat_template": FILE})."""
+    """``SPEC?dialect=NAME&render=MODE&chat_template=FILE&max_tokens=N`` → (SPEC, {"dialect": Dialect,
+    "render_mode": MODE, "chat_template": FILE, "max_new_tokens": N})."""
     base, sep, query = spec.rpartition("?")
     # No options: a '?' inside a URL is not ours (an hf: option may name a file, so '/' is fine there).
     if not sep or "#" in query or ("/" in query and not base.startswith("hf:")):
@@ -34,15 +35,19 @@ def _spec_options(spec: str) -> tuple[str, dict[str, Any]]:
     for pair in query.split("&"):
         key, _, value = pair.partition("=")
         if key not in _SPEC_OPTIONS or not value:
-            raise ValueError(f"bad policy option {pair!r} in {spec!r}: use dialect=NAME, render=dialect|template "
-                             "or chat_template=FILE")
+            raise ValueError(f"bad policy option {pair!r} in {spec!r}: use dialect=NAME, render=dialect|template, "
+                             "max_tokens=N or chat_template=FILE")
         options[_SPEC_OPTIONS[key]] = value
     if "dialect" in options:
         try:
             options["dialect"] = get_dialect(options["dialect"])
         except KeyError as e:
             raise ValueError(f"policy spec {spec!r}: {e.args[0]}") from None
-    for key, flag in (("render_mode", "render="), ("chat_template", "chat_template=")):
+    if "max_new_tokens" in options:
+        if not options["max_new_tokens"].isdigit() or int(options["max_new_tokens"]) < 1:
+            raise ValueError(f"policy spec {spec!r}: max_tokens= takes a positive whole number")
+        options["max_new_tokens"] = int(options["max_new_tokens"])
+    for key, flag in (("render_mode", "render="), ("chat_template", "chat_template="), ("max_new_tokens", "max_tokens=")):
         if key in options and not base.startswith("hf:"):
             raise ValueError(f"policy spec {spec!r}: {flag} applies to hf: policies only")
     return base, options
