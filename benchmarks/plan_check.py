@@ -152,11 +152,11 @@ def main() -> None:
 
 def fit(rows: list[dict]) -> None:
     """Least squares of measured = runtime + (weights + lora) + factor × (activations + logits)."""
-    import numpy as np
+    from statistics import linear_regression
 
-    a = np.array([[1.0, r["train"]["activations_gb"] + r["train"]["logits_gb"]] for r in rows])
-    b = np.array([r["measured_gb"] - r["train"]["weights_gb"] - r["train"]["lora_gb"] for r in rows])
-    (runtime, factor), *_ = np.linalg.lstsq(a, b, rcond=None)
+    x = [r["train"]["activations_gb"] + r["train"]["logits_gb"] for r in rows]
+    y = [r["measured_gb"] - r["train"]["weights_gb"] - r["train"]["lora_gb"] for r in rows]
+    factor, runtime = linear_regression(x, y)  # the same least squares, without numpy
     flops = [r["tokens_per_s"] * r["flops_per_token"] for r in rows if r["tokens_per_s"]]
     print(f"fit: CPU_RUNTIME_GB = {runtime:.3f}, CPU_ALLOCATOR_FACTOR = {factor:.3f}; "
           f"sustained FLOP/s per run: {[f'{f / 1e9:.1f}G' for f in flops]}")
