@@ -123,12 +123,16 @@ def measure_sft(model: str, store: str | Path, settings: dict, out: str | Path, 
 
 def synthetic_store(out: str | Path, n: int = 24, seed: int = 0) -> Path:
     """A store of executed expert SQL episodes (for a calibration without ``--data``)."""
-    from trajforge.eval.run import collect
+    from trajforge.grade import graded
+    from trajforge.harness import run_episodes
     from trajforge.policies import make_policy
+    from trajforge.store import TrajectoryStore
     from trajforge.tasks import synthesize
 
     tasks = [t for t in synthesize("sql", 3 * n, seed=seed).tasks if t.split == "train"][:n]
-    collect(tasks, make_policy("expert"), out)
+    store = TrajectoryStore(out)
+    for traj in run_episodes(tasks, make_policy("expert")):
+        store.append(graded(traj))
     return Path(out)
 
 
