@@ -50,6 +50,7 @@ from trajforge.envs.sql.compare import COMPARES
 from trajforge.envs.sql.dbfile import db_digest
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.execution import MAX_RESULT_ROWS
+from trajforge.envs.sql.hints import tables_read  # also a name of this module (its __all__)
 from trajforge.envs.sql.questions import (BadRow, Question, QuestionsError, Row, database_of,
                                           read_questions, with_splits)
 from trajforge.envs.sql.results import read_result  # noqa: F401 - a 0.1 name of this module
@@ -90,17 +91,6 @@ def answer_text(rows: list[list[str]]) -> str:
     if any(_LIST_SEPARATORS.search(i) for i in items):
         return json.dumps(items)
     return ", ".join(items)
-
-
-def tables_read(sql: str, tables: list[str]) -> list[str]:
-    """The database tables a query mentions, in order of first mention."""
-    text = re.sub(r"'(?:[^']|'')*'", "''", sql).casefold()
-    found = []
-    for m in re.finditer(r'"((?:[^"]|"")+)"|`([^`]+)`|\[([^\]]+)\]|([\w$]+)', text):
-        name = next(g for g in m.groups() if g is not None).replace('""', '"')
-        if name in tables and name not in found:
-            found.append(name)
-    return found
 
 
 def fits_one_answer(result: ResultSet, shown_rows: int) -> bool:
