@@ -118,8 +118,11 @@ def test_defaults_are_train_sfts():
     from trajforge.cli.plan_cmd import plan as plan_command
 
     assert check_defaults(plan_command) == []
-    settings = _plan("--model", "qwen2.5-0.5b")["settings"]
-    assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS}
+    planned = _plan("--model", "qwen2.5-0.5b")
+    settings = planned["settings"]
+    # grad_accum's default is derived (train/defaults.py): 1000 samples + replay, 2 epochs → batch 16.
+    assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS} | {"grad_accum": 8}
+    assert any(note.startswith("derived: effective batch 16") for note in planned["notes"])
     changed = _plan("--model", "qwen2.5-0.5b", "--lora-r", "8", "--batch", "3", "--grad-accum", "2",
                     "--max-len", "1024", "--no-gradient-checkpointing")["settings"]
     assert (changed["r"], changed["batch_size"], changed["grad_accum"], changed["max_len"],

@@ -76,6 +76,14 @@ def _calibrated(model: str, data: Optional[Path], cfg: SFTConfig, device: str) -
     return measured.tokens_per_s
 
 
+def _demonstrations(data: Path, cfg: SFTConfig) -> int:
+    """How many of the store's trajectories ``train sft`` would train on (its tiers)."""
+    from trajforge.store import TrajectoryStore
+    from trajforge.train.sft import select
+
+    return len(select(TrajectoryStore(data).read(), cfg)[0])
+
+
 @with_configs(cfg=PLAN_OPTIONS)
 def plan(cfg: SFTConfig = None,
          model: str = typer.Option("smollm2-135m", help="a folder with config.json, smollm2-135m, or a known "
@@ -94,6 +102,7 @@ def plan(cfg: SFTConfig = None,
          load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT,
          json_out: bool = typer.Option(False, "--json", help="print only the plan as JSON")) -> None:
     """Memory per device (training and vLLM serving), time and cost of a LoRA SFT run."""
+    from trajforge.train.defaults import derive
     from trajforge.train.plan import Hardware, make_plan
     from trajforge.train.shapes import model_shape
 
@@ -103,6 +112,7 @@ def plan(cfg: SFTConfig = None,
         _fail(f"--device {device!r}: plan knows cpu and cuda")
     try:
         shape = model_shape(model)
+        cfg, derived = derive(cfg, shape.params().total, _demonstrations(data, cfg) if data else samples, gpus)
         stats = None
         if data is not None:
             from trajforge.train.plan_data import read_data
@@ -114,6 +124,7 @@ def plan(cfg: SFTConfig = None,
         hw = Hardware(device=device, gpus=gpus, gpu_gb=gpu_gb or detected_gpu_gb() or GPU_GB)
         result = make_plan(shape, cfg, hw, stats, serve_max_len, serve_concurrency, price_per_hour,
                            tokens_per_s, source, samples)
+        result.notes = [f"derived: {why}" for why in derived.why] + result.notes
     except (ValueError, OSError, RuntimeError) as e:
         _fail(str(e))
     if json_out:

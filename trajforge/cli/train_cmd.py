@@ -118,13 +118,30 @@ def sft(cfg: SFTConfig = None, data: Path = typer.Option(..., help="store of gra
     from trajforge.train.sft import train_sft
 
     cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
-    _launch(processes, cfg, out, model)
+    _launch(processes, _settled(cfg, data, model, processes), out, model)
     res = _guard(lambda: train_sft(_trajectories(data), model, out, cfg, resume=resume,
                                    evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))
     skipped = f"; skipped {res.skipped}" if res.skipped else ""
-    console.print(f"adapter saved to {res.adapter_dir}: {res.samples} samples, {res.steps} steps, "
-                  f"{res.tokens} tokens in {res.seconds:.0f}s, final loss {res.losses[-1]:.3f}, "
-                  f"peak memory {res.peak_memory_gb:.2f} GB{skipped}")
+    derived = " (derived)" if cfg.lr is None or cfg.grad_accum is None else ""
+    console.print(f"adapter saved to {res.adapter_dir}: {res.samples} samples, {res.steps} steps at lr "
+                  f"{res.lr:.2g}, effective batch {res.effective_batch}{derived}, {res.tokens} tokens in "
+                  f"{res.seconds:.0f}s, final loss {res.losses[-1]:.3f}, peak memory {res.peak_memory_gb:.2f} GB{skipped}")
+
+
+def _settled(cfg: SFTConfig, data: Path, model: str, processes: int) -> SFTConfig:
+    """Before a relaunch, SFT's derived settings made concrete (train/defaults.py): the DeepSpeed
+    config written for the processes needs the accumulation. Each process derives the same values
+    again from the same store and model, and records why in the adapter."""
+    from trajforge.train.distributed import launched
+
+    if processes <= 1 or launched() or (cfg.lr is not None and cfg.grad_accum is not None):
+        return cfg
+    from trajforge.policies.models import resolve
+    from trajforge.train.defaults import derive, model_params
+    from trajforge.train.sft import select
+
+    demonstrations, _ = select(_trajectories(data), cfg)
+    return derive(cfg, model_params(resolve(model)), len(demonstrations), processes)[0]
 
 
 @app.command("dpo")

@@ -78,7 +78,7 @@ class LoraSettings(BaseModel):
     @model_validator(mode="after")
     def _check(self):
         for name in ("r", "batch_size", "grad_accum", "max_len"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # SFT: None = derived
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.alpha is None:
             self.alpha = 2 * self.r  # recorded concretely in the adapter's meta

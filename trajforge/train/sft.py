@@ -26,6 +26,7 @@ from pydantic import BaseModel, field_validator
 from trajforge.policies.loading import read_chat_template, settle_template
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
+from trajforge.train.defaults import derive, model_params
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
@@ -44,6 +45,12 @@ class SFTConfig(LoraSettings):
     """LoRA SFT hyper-parameters (adapter, optimiser, hardware and checkpoint settings in
     ``LoraSettings``)."""
 
+    lr: float | None = None
+    """Peak learning rate (cosine decay, short warm-up); None: derived from the model's size,
+    2e-4 at 7B, 1e-3 at 135M (train/defaults.py)."""
+    grad_accum: int | None = None
+    """Micro-batches whose gradients add up to one optimizer step; None: what reaches the effective
+    batch derived from the data's size, 32 for a few thousand demonstrations (train/defaults.py)."""
     epochs: float = 2.0
     """Passes over the data."""
     tiers: list[str] = ["success"]
@@ -90,6 +97,10 @@ class SFTResult(BaseModel):
     """Peak memory of the (main) training process: CUDA allocated on a GPU, resident set on a CPU."""
     built: dict[str, int] = {}
     """Trajectories built from their stored token ids vs rendered (train/sequences.py)."""
+    lr: float = 0.0
+    """The peak learning rate used (given, or derived: train/defaults.py)."""
+    effective_batch: int = 0
+    """Sequences per optimizer step: batch_size × grad_accum × processes."""
 
 
 def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], dict[str, int]]:
@@ -196,6 +207,9 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     path = resolve(model)
     runtime = Runtime(cfg)
     net, tok = lora_model(path, cfg, device=str(runtime.device))
+    cfg, derived = derive(cfg, model_params(path, net), len(data), runtime.world)
+    for line in derived.why:
+        log.info("derived: %s", line)
     if cfg.chat_template:
         settle_template(tok, read_chat_template(cfg.chat_template))
     samples, builder = build_samples(data, tok, model, cfg, skipped)
@@ -226,14 +240,15 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         tokens=sum(len(s.input_ids) for s in used), loss_tokens=sum(sum(s.loss_mask) for s in used),
         steps=len(fitted.losses), losses=fitted.losses, seconds=time.perf_counter() - started,
         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from, stopped=fitted.stopped,
-        peak_memory_gb=fitted.peak_memory_gb, built=dict(builder.counts))
+        peak_memory_gb=fitted.peak_memory_gb, built=dict(builder.counts), lr=cfg.lr,
+        effective_batch=cfg.batch_size * cfg.grad_accum * runtime.world)
     if runtime.is_main:
         from trajforge.train.adapter import save_adapter
 
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "sft", **fingerprint_meta(data, fingerprints), "dialect": builder.dialect.name,
             "render_mode": cfg.render_mode, "base_model": model, "config": cfg.model_dump(),
-            "result": result.model_dump(exclude={"losses"})})
+            "derived": derived.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
     return result
 

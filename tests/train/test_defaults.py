@@ -1,0 +1,62 @@
+"""SFT's derived defaults (train/defaults.py): the seeds' values for a 7B LoRA, values that learn
+in a short run for the embedded model, and a given value always winning."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trajforge.train.defaults import MIN_STEPS, auto_batch, auto_lr, derive, model_params
+from trajforge.train.sft import SFTConfig, train_sft
+
+QWEN_7B = 7_615_616_512
+SMOLLM2_135M = 134_515_008
+
+
+def test_a_7b_lora_on_a_few_thousand_demonstrations_gets_the_seeds_values():
+    cfg, why = derive(SFTConfig(), QWEN_7B, demonstrations=4000, world=1)
+    assert cfg.lr == pytest.approx(2e-4, rel=0.05) and cfg.r == 32
+    assert cfg.batch_size * cfg.grad_accum == 32
+    # Eight GPUs reach the same 32 with less accumulation.
+    eight, _ = derive(SFTConfig(), QWEN_7B, demonstrations=4000, world=8)
+    assert eight.batch_size * eight.grad_accum * 8 == 32 and eight.grad_accum == 2
+    assert len(why.why) == 2 and why.effective_batch == 32
+
+
+def test_the_embedded_model_on_the_demos_data_gets_the_demos_recipe():
+    """182 demonstrations (the demo's train split): lr 1e-3 and batch 4, what the demo's tuned
+    recipe uses, instead of the 7B values that left it at 10% held-out."""
+    cfg, why = derive(SFTConfig(), SMOLLM2_135M, demonstrations=182, world=1)
+    assert cfg.lr == pytest.approx(1e-3)
+    assert cfg.batch_size * cfg.grad_accum == 4
+    steps = why.sequences_per_epoch * cfg.epochs / 4
+    assert steps >= MIN_STEPS
+
+
+def test_the_rule_is_monotone_and_bounded():
+    sizes = [50e6, 135e6, 0.5e9, 1.5e9, 7e9, 14e9, 70e9]
+    lrs = [auto_lr(int(p)) for p in sizes]
+    assert lrs == sorted(lrs, reverse=True) and 1e-4 <= min(lrs) and max(lrs) <= 1e-3
+    batches = [auto_batch(n) for n in (10, 400, 800, 1600, 3200, 1e6)]
+    assert batches == sorted(batches) and batches[0] == 4 and batches[-1] == 32
+    assert all(b & (b - 1) == 0 for b in batches)  # powers of two
+
+
+def test_a_given_value_wins_and_nothing_is_recorded_for_it():
+    cfg, why = derive(SFTConfig(lr=3e-5, grad_accum=3), SMOLLM2_135M, demonstrations=182)
+    assert (cfg.lr, cfg.grad_accum) == (3e-5, 3) and why.why == []
+
+
+def test_model_params_reads_the_shape_without_weights():
+    assert model_params("qwen2.5-7b") == QWEN_7B
+
+
+def test_train_sft_without_tuning_flags_records_what_it_derived(tiny_model, expert_trajs, tmp_path):
+    res = train_sft(expert_trajs[:6], tiny_model, tmp_path / "a",
+                    SFTConfig(max_steps=1, r=4, replay_share=0.0), progress=False)
+    meta = json.loads((tmp_path / "a" / "trajforge_adapter.json").read_text())
+    assert meta["config"]["lr"] == res.lr == pytest.approx(1e-3)  # the tiny model is far below 135M
+    assert meta["config"]["grad_accum"] * meta["config"]["batch_size"] == res.effective_batch == 4
+    assert meta["derived"]["params"] == model_params(tiny_model)
+    assert any(line.startswith("lr ") for line in meta["derived"]["why"])

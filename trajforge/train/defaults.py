@@ -1,0 +1,108 @@
+"""Defaults that learn: SFT's learning rate and optimizer-step batch, derived from the model's size
+and the amount of data when the user sets neither.
+
+One fixed learning rate and batch cannot serve both a 135M model on 180 demonstrations and a 7B
+model on 5,000: the seeds' 7B LoRA values (lr 2e-4, effective batch 32) barely move a 135M model in
+the ~100 steps its data gives (the demo measured 10% held-out with them, 67% with lr 1e-3 and batch
+4), and a 135M model's values would be unstable on a 7B one. The rule:
+
+- **Learning rate** ``2e-4 × sqrt(7e9 / params)``, clipped to [1e-4, 1e-3]. The square-root
+  scaling follows the practice of lowering the rate as models grow (hidden size grows roughly with
+  the square root of the parameter count, and μP-style rules scale the rate by 1/hidden). It gives
+  the seeds' 2e-4 at 7B, ~7.5e-4 at 0.5B, 1e-3 (the cap) at 135M and 1.4e-4 at 14B. The rate is
+  set for LoRA at ``alpha = 2r``. At other alpha/r ratios the same rate moves the weights
+  proportionally more or less.
+- **Effective batch** (sequences per optimizer step): the largest power of two ≤ 32 that still
+  leaves at least ``MIN_STEPS`` optimizer steps over the run (demonstrations plus their replay
+  share, times the epochs), never below 4. A few thousand demonstrations get the seeds' 32. A small
+  store gets smaller batches rather than a run of a dozen updates that warm-up and cosine decay
+  would consume. ``grad_accum`` is what reaches that batch at the configured per-device
+  ``batch_size`` and process count.
+
+A flag or config value always wins: the rule fills only what is left as None, and the adapter's
+meta records the values used and why.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+REFERENCE_PARAMS = 7e9
+REFERENCE_LR = 2e-4
+LR_RANGE = (1e-4, 1e-3)
+TARGET_BATCH = 32
+MIN_BATCH = 4
+MIN_STEPS = 100
+"""An adapter needs on the order of a hundred updates: below that the warm-up and the cosine decay
+are most of the run."""
+
+
+class Derived(BaseModel):
+    """What the rule chose and from what; stored in the adapter's meta as ``derived``."""
+
+    lr: float | None = None
+    effective_batch: int | None = None
+    grad_accum: int | None = None
+    params: int
+    sequences_per_epoch: int
+    why: list[str] = []
+
+
+def auto_lr(params: int) -> float:
+    lo, hi = LR_RANGE
+    return float(min(hi, max(lo, REFERENCE_LR * math.sqrt(REFERENCE_PARAMS / max(1, params)))))
+
+
+def auto_batch(sequences: float) -> int:
+    """Largest power of two in [MIN_BATCH, TARGET_BATCH] with ``sequences / batch >= MIN_STEPS``."""
+    batch = TARGET_BATCH
+    while batch > MIN_BATCH and sequences / batch < MIN_STEPS:
+        batch //= 2
+    return batch
+
+
+def sequences_per_epoch(demonstrations: int, replay_share: float) -> int:
+    """Demonstrations plus the replay samples mixed in at ``replay_share`` (train/replay.mix_replay)."""
+    replay = round(demonstrations * replay_share / (1 - replay_share)) if 0 < replay_share < 1 else 0
+    return demonstrations + replay
+
+
+def derive(cfg, params: int, demonstrations: int, world: int = 1):
+    """``cfg`` with ``lr`` and ``grad_accum`` filled in where they are None, and the record of why.
+
+    ``cfg``: an SFTConfig (any config with ``lr``, ``grad_accum``, ``batch_size``, ``epochs`` and
+    ``replay_share``). ``params``: the base model's parameter count. ``demonstrations``: the
+    trajectories selected for training. ``world``: processes sharing each optimizer step.
+    """
+    seqs = sequences_per_epoch(demonstrations, cfg.replay_share)
+    record = Derived(params=params, sequences_per_epoch=seqs)
+    update = {}
+    if cfg.lr is None:
+        update["lr"] = record.lr = auto_lr(params)
+        record.why.append(f"lr {record.lr:.2g} = 2e-4 × sqrt(7e9 / {params:,} params), clipped to "
+                          f"[{LR_RANGE[0]:g}, {LR_RANGE[1]:g}]")
+    if cfg.grad_accum is None:
+        per_pass = cfg.batch_size * world
+        target = auto_batch(seqs * cfg.epochs)
+        update["grad_accum"] = record.grad_accum = max(1, round(target / per_pass))
+        record.effective_batch = record.grad_accum * per_pass
+        record.why.append(f"effective batch {record.effective_batch} (target {target}: largest power of two "
+                          f"≤ {TARGET_BATCH} leaving ≥ {MIN_STEPS} steps over {seqs} sequences × "
+                          f"{cfg.epochs:g} epochs) = batch {cfg.batch_size} × {world} process(es) × "
+                          f"grad_accum {record.grad_accum}")
+    return cfg.model_copy(update=update), record
+
+
+def model_params(model: str, net=None) -> int:
+    """The base model's parameter count: from its shape (config.json or a known name), else by
+    counting the loaded model's non-adapter parameters."""
+    from trajforge.train.shapes import model_shape
+
+    try:
+        return model_shape(model).params().total
+    except ValueError:
+        if net is None:
+            raise
+        return sum(p.numel() for n, p in net.named_parameters() if "lora_" not in n)
