@@ -25,10 +25,11 @@ from trajforge.cli.spread import without_options
 from trajforge.cli.targets import refuse_target
 from trajforge.train.dpo import DPOConfig
 from trajforge.train.grpo import GRPOConfig
+from trajforge.train.rft import RFTConfig
 from trajforge.train.sft import SFTConfig
 
 console = Console()
-app = typer.Typer(no_args_is_help=True, help="Training recipes: sft, dpo, grpo.")
+app = typer.Typer(no_args_is_help=True, help="Training recipes: sft, dpo, grpo, rft.")
 
 # Spelled as other options: --max-minutes (max_seconds), --load-in-4bit/--load-in-8bit (load_in).
 HIDDEN = ("max_seconds", "load_in")
@@ -189,3 +190,30 @@ def grpo(cfg: GRPOConfig = None, tasks: Path = typer.Option(..., help="task pool
     stopped = f" (stopped early: {res.stopped})" if res.stopped else ""
     console.print(f"adapter saved to {res.adapter_dir}: {res.steps} steps in {res.seconds:.0f}s{stopped}; "
                   f"mean reward {res.rewards[0]:.3f} → {res.rewards[-1]:.3f}; rescue {res.rescue}")
+
+
+@app.command("rft")
+@with_configs(config_file=True, cfg=Options(RFTConfig, exclude=HIDDEN))
+def rft(cfg: RFTConfig = None, tasks: Path = typer.Option(..., help="task pool whose training tasks are attempted"),
+        data: Path = typer.Option(..., help="store of expert demonstrations every round trains on"),
+        split: str = "train", model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
+        init_adapter: Optional[Path] = typer.Option(None, help="the starting policy (else SFT on --data first)"),
+        max_minutes: float = typer.Option(0.0, help="time budget of the whole run, all rounds (0: none)")) -> None:
+    """Rejection-sampling fine-tuning: sample attempts, keep the verified ones, retrain; in rounds."""
+    from trajforge.tasks.pool import read_tasks
+    from trajforge.train.rft import train_rft
+
+    refuse_target(out, "--out")
+    pool = [t for t in read_tasks(tasks) if t.split == split]
+    if not pool:
+        _fail(f"no {split!r} tasks in {tasks}")
+    cfg = _hardware(cfg, False, False, max_minutes)
+    res = _guard(lambda: train_rft(pool, _trajectories(data), model, out, cfg,
+                                   init_adapter=str(init_adapter) if init_adapter else None))
+    for r in res.rounds:
+        sft = f", SFT {r.sft.steps} steps on {r.trained_on} demonstrations" if r.sft else " (given)"
+        console.print(f"round {r.round}: {r.sampled} attempts, {r.verified} verified on {r.solved_tasks} tasks, "
+                      f"{r.kept} kept{sft}")
+    stopped = f" (stopped early: {res.stopped})" if res.stopped else ""
+    console.print(f"adapter saved to {res.adapter_dir} after {len(res.rounds) - 1} round(s) in {res.seconds:.0f}s"
+                  f"{stopped}; {res.sampled_tokens} tokens sampled, {res.trained_tokens} trained")

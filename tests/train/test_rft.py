@@ -1,0 +1,88 @@
+"""Rejection-sampling fine-tuning (train/rft.py): what is kept, the rounds, and the CLI on a real
+(tiny) model sampling in the harness."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from trajforge.cli.main import app
+from trajforge.grade import graded
+from trajforge.harness import run_episodes
+from trajforge.policies import make_policy
+from trajforge.policies.repair import RepairPolicy
+from trajforge.policies.scripted import ScriptedPolicy
+from trajforge.store import TrajectoryStore
+from trajforge.tasks.pool import write_tasks
+from trajforge.tasks.repair import Planner
+from trajforge.train.rft import RFTConfig, call_signature, keep_verified, train_rft
+
+TINY = dict(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1)
+
+
+def _train(sql_tasks):
+    return [t for t in sql_tasks if t.split == "train"]
+
+
+def test_kept_attempts_are_verified_distinct_and_shortest_first(sql_tasks):
+    tasks = _train(sql_tasks)[:4]
+    repaired = [graded(t) for t in run_episodes(tasks, RepairPolicy(Planner(_train(sql_tasks))), samples=3)]
+    clean = [graded(t) for t in run_episodes(tasks, make_policy("expert"), samples=2)]
+    wrong = [graded(t) for t in run_episodes(tasks, ScriptedPolicy(['<answer>"nothing"</answer>']))]
+    assert {t.outcome.tier for t in repaired} == {"recovered"} and {t.outcome.tier for t in wrong} == {"failed"}
+    kept = keep_verified(repaired + wrong + clean, per_task=2)
+    assert all(t.outcome.tier in ("success", "recovered") for t in kept)
+    for task in tasks:
+        mine = [t for t in kept if t.task_id == task.id]
+        assert len(mine) == 2
+        # The expert's two identical attempts count once; the shortest (the clean one) comes first.
+        assert mine[0].outcome.tier == "success" and mine[1].outcome.tier == "recovered"
+        assert len({call_signature(t) for t in mine}) == 2
+    # A later round keeps nothing it has already kept.
+    seen: set = set()
+    keep_verified(clean, per_task=2, seen=seen)
+    assert keep_verified(clean, per_task=2, seen=seen) == []
+
+
+def test_rounds_sample_keep_and_retrain_from_the_base(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    """A sampler at the model boundary (the repair policy: each attempt a different mistake, then
+    recovered) stands for a policy that sometimes succeeds; everything else is the real path."""
+    tasks = _train(sql_tasks)[:3]
+    seen_adapters = []
+
+    def sampler(adapter, round_):
+        seen_adapters.append(adapter)
+        return RepairPolicy(Planner(_train(sql_tasks)), name=f"rft-round{round_}")
+
+    cfg = RFTConfig(rounds=2, attempts=2, keep_per_task=1, **TINY)
+    res = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "rft", cfg, policy_for=sampler, progress=False)
+    assert [r.round for r in res.rounds] == [0, 1, 2]
+    assert seen_adapters == [str(tmp_path / "rft" / "round-0"), str(tmp_path / "rft" / "round-1")]
+    one, two = res.rounds[1], res.rounds[2]
+    assert one.sampled == 6 and one.verified == 6 and one.solved_tasks == 3 and one.kept == 3
+    assert one.trained_on == 4 + 3 and two.trained_on == 4 + 3 + two.kept
+    meta = json.loads((tmp_path / "rft" / "trajforge_adapter.json").read_text())
+    assert meta["recipe"] == "rft" and [r["round"] for r in meta["rft"]["rounds"]] == [0, 1, 2]
+    assert (tmp_path / "rft" / "adapter_model.safetensors").exists()
+    assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 12
+    # A rerun (after a crash, say) samples nothing it already has and keeps the same data.
+    again = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "rft", cfg, policy_for=sampler, progress=False)
+    assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 12
+    assert [r.trained_on for r in again.rounds] == [r.trained_on for r in res.rounds]
+
+
+def test_train_rft_from_the_cli_samples_a_real_model(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    store = TrajectoryStore(tmp_path / "expert")
+    for t in expert_trajs[:4]:
+        store.append(t)
+    write_tasks(tmp_path / "tasks.jsonl", _train(sql_tasks)[:2] + [t for t in sql_tasks if t.split == "test"][:1])
+    res = CliRunner().invoke(app, [
+        "train", "rft", "--tasks", str(tmp_path / "tasks.jsonl"), "--data", str(tmp_path / "expert"),
+        "--model", tiny_model, "--out", str(tmp_path / "rft"), "--rounds", "1", "--attempts", "2",
+        "--max-new-tokens", "16", "--max-turns", "2", "--max-steps", "1", "--r", "4", "--replay-share", "0"])
+    assert res.exit_code == 0, res.output
+    assert "round 1: 4 attempts" in res.output and "tokens sampled" in res.output
+    sampled = TrajectoryStore(tmp_path / "rft" / "samples").read()
+    assert len(sampled) == 4 and {t.split for t in sampled} <= {"train"}
+    assert all(t.sampling.temperature == 0.7 for t in sampled)
