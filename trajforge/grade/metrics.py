@@ -8,6 +8,12 @@
   2021) for k = 1, 2, 4, … up to the fewest samples any task has. pass@k above pass@1 is headroom
   that RL can turn into greedy success by sharpening; pass@k ≈ pass@1 means the policy never
   finds the answer, and sharpening has nothing to work with.
+- recovery_rate: of the episodes with at least one problem turn (a parse error, a tool error or
+  a marked mistake), the share whose answer was still accepted (``recovered`` episodes):
+  whether the policy gets back on track after an error. ``first_error_rate``: the share of
+  episodes whose first turn already had a problem (a recipe that teaches recovery must not buy
+  it with more first-attempt errors).
+- ``paired_p(fixed, broke)``: the exact McNemar test of two policies on the same tasks.
 Episodes graded ``env_fault`` are reported (``env_faults``) and left out of the rates: an
 infrastructure failure says nothing about the model.
 """
@@ -18,6 +24,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from trajforge.grade.outcome import step_problem
 from trajforge.schema import Trajectory
 
 
@@ -49,6 +56,9 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
         if t.outcome and t.outcome.fail_reason:
             reasons[t.outcome.fail_reason] += 1
     comp, val = _rate(solved, len(counted)), _rate(valid, len(turns))
+    troubled = [t for t in counted if any(step_problem(s) or s.mistake for s in t.steps)]
+    recovery = _rate(sum(1 for t in troubled if t.outcome and t.outcome.correct), len(troubled))
+    first = sum(1 for t in counted if t.steps and step_problem(t.steps[0]))
     return {
         "n": len(counted),
         "completion": comp["value"],
@@ -60,7 +70,20 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
         "avg_reward": (sum(t.reward.total for t in counted if t.reward) / len(counted)) if counted else 0.0,
         "env_faults": len(trajs) - len(counted),
         "fail_reasons": dict(sorted(reasons.items())),
+        "recovery_rate": recovery["value"],
+        "recovery": recovery,
+        "first_error_rate": first / len(counted) if counted else 0.0,
     }
+
+
+def paired_p(fixed: int, broke: int) -> float:
+    """Two-sided exact McNemar p-value for two policies on the same tasks: ``fixed`` tasks only
+    the second solved, ``broke`` tasks only the first did (ties carry no information)."""
+    n = fixed + broke
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(fixed, broke) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

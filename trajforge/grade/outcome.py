@@ -133,7 +133,7 @@ FAIL_REASONS: dict[str, str] = {
 """Every fail reason, with what it means, grouped by where it comes from."""
 
 
-def _problem(step: Step) -> str | None:
+def step_problem(step: Step) -> str | None:
     """The fail reason of a turn's problem (its parse error first, then its tool error), if any."""
     if step.errors:
         return step.errors[0].kind
@@ -143,7 +143,7 @@ def _problem(step: Step) -> str | None:
 
 def _last_problem(traj: Trajectory) -> str | None:
     """fail_reason of the last turn that had a problem."""
-    return next((p for p in map(_problem, reversed(traj.steps)) if p), None)
+    return next((p for p in map(step_problem, reversed(traj.steps)) if p), None)
 
 
 def _wrong_answer(traj: Trajectory) -> str:
@@ -194,7 +194,7 @@ def grade(traj: Trajectory) -> Outcome:
     if v.submitted:
         reason = _wrong_answer(traj)
     elif traj.end == "max_turns":
-        reason = (_problem(traj.steps[-1]) if traj.steps else None) or "max_turns"
+        reason = (step_problem(traj.steps[-1]) if traj.steps else None) or "max_turns"
     else:
         reason = _last_problem(traj) or traj.end or "no_answer"
     answered = v.submitted or traj.end == "max_turns"
