@@ -129,3 +129,29 @@ def test_curriculum_draws_on_the_partial_pool(train_tasks):
     assert share > 0.4 and base < 0.25, (share, base)
     # without partial tasks in a tier, that tier is drawn as before
     assert Curriculum(train_tasks, seed=0, partial={"nope"}).sample(50) == Curriculum(train_tasks, seed=0).sample(50)
+
+
+def test_slimming_drops_a_failed_turn_a_later_call_made_good_and_a_repeated_call(train_tasks, tok, tiny_model):
+    from trajforge.train.sequences import slim_detours
+
+    task = next(t for t in train_tasks if t.template == "customers_in_city")
+    bad = '<tool_call>\n{"name": "run_sql", "arguments": {"query": "SELECT COUNT(*) FROM customer"}}\n</tool_call>'
+    good = [ExpertText(task, i) for i in range(len(task.reference))]
+    # a failed query, the right one, the right one again (a no-op), then the answer
+    [traj] = [graded(t) for t in run_episodes([task], ScriptedPolicy([bad, good[0], good[0], good[1]], name="m"))]
+    assert traj.outcome.tier == "recovered" and len(traj.steps) == 4
+    slim = slim_detours(traj)
+    assert [s.raw for s in slim.steps] == [good[0], good[1]]
+    assert [m.role for m in slim.messages].count("assistant") == 2
+    assert "no such table" not in " ".join(m.content for m in slim.messages).lower()
+    [on], _ = build_samples([traj], tok, tiny_model, SFTConfig(tiers=["success", "recovered"], slim=True), {})
+    [off], _ = build_samples([traj], tok, tiny_model, SFTConfig(tiers=["success", "recovered"]), {})
+    assert len(on.input_ids) < len(off.input_ids) and bad not in tok.decode(on.input_ids)
+    assert learned_text(tok, on).count("SELECT COUNT(*) FROM customers WHERE") == 1
+    # untouched: a clean episode, a failed one, and a self-repair demonstration (it teaches the recovery)
+    [clean] = [graded(t) for t in run_episodes([task], ScriptedPolicy(good, name="m"))]
+    assert slim_detours(clean) is clean
+    failed = traj.model_copy(update={"outcome": traj.outcome.model_copy(update={"tier": "failed"})})
+    assert slim_detours(failed) is failed
+    [repair] = [graded(t) for t in run_episodes([task], RepairPolicy(Planner(train_tasks)))]
+    assert any(s.mistake for s in repair.steps) and slim_detours(repair) is repair

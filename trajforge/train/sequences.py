@@ -28,6 +28,7 @@ batch builder every recipe uses.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
@@ -229,6 +230,48 @@ def canonical_calls(traj: Trajectory) -> Trajectory:
                 m = m.model_copy(update={"raw": None})
         messages.append(m)
     return traj.model_copy(update={"messages": messages})
+
+
+def slim_detours(traj: Trajectory) -> Trajectory:
+    """Render rule (``SFTConfig.slim``): an accepted episode without its detours, so the model
+    learns the direct path it eventually found. A turn goes when
+
+    - it failed (a parse error, a tool error, or no call at all) and a later clean turn achieves
+      its intent: calls the same tool (any clean later turn, when the failed one parsed to nothing);
+    - or it repeats a call an earlier clean turn already made (its result is already in context).
+
+    With the turn goes everything up to the next assistant message (its tool results, any nudge).
+    The final turn always stays. Episodes with a marked mistake (self-repair demonstrations) are
+    left whole: they exist to teach the recovery, and their recovery sentence answers the mistake.
+    """
+    if (traj.outcome is None or traj.outcome.tier not in ("success", "recovered")
+            or any(s.mistake for s in traj.steps)):
+        return traj
+
+    def clean(step) -> bool:
+        return bool(step.calls) and not step.errors and all(r.ok for r in step.results)
+
+    def signature(step) -> tuple:
+        return tuple((c.name, json.dumps(c.arguments, sort_keys=True, default=str)) for c in step.calls)
+
+    drop, made = set(), set()
+    last = len(traj.steps) - 1
+    for i, step in enumerate(traj.steps[:last]):
+        later = [s for s in traj.steps[i + 1:] if clean(s)]
+        if not clean(step):
+            tools = {c.name for c in step.calls}
+            if any(not tools or tools & {c.name for c in s.calls} for s in later):
+                drop.add(i)
+        elif signature(step) in made:
+            drop.add(i)
+        else:
+            made.add(signature(step))
+    if not drop:
+        return traj
+    turns = assistant_positions(traj)
+    gone = {j for i in drop for j in range(turns[i], turns[i + 1] if i + 1 < len(turns) else len(traj.messages))}
+    return traj.model_copy(update={"messages": [m for j, m in enumerate(traj.messages) if j not in gone],
+                                   "steps": [s for i, s in enumerate(traj.steps) if i not in drop]})
 
 
 def assistant_positions(traj: Trajectory) -> list[int]:

@@ -32,8 +32,8 @@ from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
 from trajforge.train.model import lora_model
 from trajforge.train.replay import mix_replay
-from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, turn_learns,
-                                      within)
+from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, slim_detours,
+                                      turn_learns, within)
 from trajforge.train.settings import LoraSettings
 from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
 from trajforge.train.data import training_dialect
@@ -64,6 +64,9 @@ class SFTConfig(LoraSettings):
     forgetting; 0 turns it off)."""
     dialect: str | None = None
     """Tool-call dialect to train in; None: the trajectories' own, else the model's (data.training_dialect)."""
+    slim: bool = False
+    """Train accepted episodes without their detours: failed turns a later turn made good and
+    repeated calls (``train/sequences.slim_detours``; self-repair episodes stay whole)."""
     render_mode: str = "dialect"
     """``dialect`` (its tool block) or ``template`` (the model's chat template renders the tools)."""
     chat_template: str | None = None
@@ -172,11 +175,16 @@ class LoaderBatches:
         return out
 
 
+def render_rules(cfg: SFTConfig) -> tuple:
+    """The trajectory rewrites applied before rendering: slimming first, then canonical calls."""
+    return ((slim_detours,) if cfg.slim else ()) + ((canonical_calls,) if cfg.canonical else ())
+
+
 def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
                   skipped: dict[str, int]) -> tuple[list[Sample], SequenceBuilder]:
     """The demonstrations as samples; those over ``max_len`` are skipped and counted."""
     builder = SequenceBuilder(tok, training_dialect(data, model, tok, cfg.dialect), cfg.render_mode,
-                              toolset_of=toolset_lookup(), rules=(canonical_calls,) if cfg.canonical else (),
+                              toolset_of=toolset_lookup(), rules=render_rules(cfg),
                               learn=turn_learns)
     samples = [s for t in data for s in builder.build(t)]
     kept = within(samples, cfg.max_len)
