@@ -5,7 +5,9 @@ request's tools into the prompt exactly as training rendered them (``Dialect.cha
 adapter's recorded render mode and chat template, as ``HFPolicy`` renders) and parses the output back: valid calls become OpenAI ``tool_calls``
 with ``finish_reason: tool_calls``, the text around them is the ``content``. When the output had a
 call the parser rejected (bad JSON, unknown tool, invalid arguments), the raw output is returned as
-the content so the client sees what the model wrote.
+the content so the client sees what the model wrote. An adapter trained with retrieved
+demonstrations shows them above the first user message of each request with tools, from the pool
+it recorded (``harness/demos.py``; the block a client already put there is replaced).
 
 Streaming: without tools, content streams token by token as it is sampled. With tools, the server
 streams once the completion is parsed: call markup differs per dialect, and streaming it
@@ -18,6 +20,7 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Any, Iterator, NamedTuple
 
+from trajforge.harness.demos import Demos
 from trajforge.parse import Dialect
 from trajforge.schema import Message, Toolset
 from trajforge.serve.backend import Backend, Sampling, Token
@@ -46,6 +49,9 @@ class ServedModel(NamedTuple):
     """How prompts with tools are rendered (``Dialect.chat_text``); an adapter's is the one it was trained with."""
     chat_template: str | None = None
     """The template text an adapter was trained with (its meta); None: the backend tokenizer's."""
+    demos: Demos | None = None
+    """The retrieved demonstrations an adapter was trained with (its meta, ``harness/demos.py``):
+    shown above the first user message of every request with tools, as training showed them."""
 
 
 class Prepared(NamedTuple):
@@ -138,6 +144,8 @@ class ChatService:
         messages = chat_messages(req.messages)
         if toolset is not None and messages[0].role != "system":
             messages.insert(0, Message(role="system"))  # the dialect puts the tools in the system turn
+        if toolset is not None and model.demos is not None:
+            messages = model.demos.in_messages(messages, tools=toolset.names)
         self._check_fits(sum(len(m.content) for m in messages), req.model)
         renderer = self.renderer(model)
         text = _prompt_text(renderer, model, messages, toolset)
