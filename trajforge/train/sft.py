@@ -183,7 +183,7 @@ def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
                   skipped: dict[str, int], demos: Demos | None = None) -> tuple[list[Sample], SequenceBuilder]:
     """The demonstrations as samples; those over ``max_len`` are skipped and counted. ``demos``:
     retrieved demonstrations shown in each first user message (train/demos.py)."""
-    rules = ((DemoRule(demos, toolset_lookup()),) if demos else ()) + ((canonical_calls,) if cfg.canonical else ())
+    rules = ((DemoRule(demos, toolset_lookup()),) if demos is not None else ()) + ((canonical_calls,) if cfg.canonical else ())
     builder = SequenceBuilder(tok, training_dialect(data, model, tok, cfg.dialect), cfg.render_mode,
                               toolset_of=toolset_lookup(), rules=rules, learn=turn_learns)
     samples = [s for t in data for s in builder.build(t)]
