@@ -26,3 +26,32 @@ def test_eval_names_its_split_and_takes_any_label(tmp_path, monkeypatch):
     assert missing.exit_code == 2
     assert "no tasks with split 'validation'" in " ".join(missing.output.split())
     assert "it has train 6, dev 1, heldout 1" in " ".join(missing.output.split())
+
+
+def test_eval_shows_demonstrations_from_a_stores_train_split(tmp_path, monkeypatch):
+    from trajforge.harness.demos import HEAD, without_block
+    from trajforge.policies import make_policy
+    from trajforge.eval.run import collect
+    from trajforge.store import TrajectoryStore
+
+    monkeypatch.setenv("TRAJFORGE_HOME", str(tmp_path))
+    tasks = synthesize("sql", 12, seed=0).tasks
+    pool = write_tasks(tmp_path / "pool.jsonl", tasks)
+    collect(tasks, make_policy("expert"), tmp_path / "solved", show_progress=False)  # every split
+    runner = CliRunner()
+    args = ["eval", "--tasks", str(pool), "--policy", "expert", "--store", str(tmp_path / "ev")]
+    res = runner.invoke(app, [*args, "--demos", "2", "--demo-pool", str(tmp_path / "solved")])
+    assert res.exit_code == 0, res.output
+    heldout = {t.id: t for t in tasks if t.split == "heldout"}
+    shown = TrajectoryStore(tmp_path / "ev").read()
+    assert {t.task_id for t in shown} == set(heldout)
+    train = [t.prompt for t in tasks if t.split == "train"]
+    for traj in shown:
+        opening = traj.messages[1].content
+        assert opening.startswith(HEAD) and without_block(opening) == heldout[traj.task_id].prompt
+        assert sum(p in opening for p in train) == 2  # two training tasks, nothing of another split
+        assert traj.outcome.tier == "success"
+    nopool = runner.invoke(app, [*args, "--demos", "2"])
+    assert nopool.exit_code == 2 and "no pool" in " ".join(nopool.output.split())
+    empty = runner.invoke(app, [*args, "--demos", "2", "--demo-pool", str(tmp_path / "nothing")])
+    assert empty.exit_code == 2 and "--demo-pool" in empty.output

@@ -121,3 +121,13 @@ def test_print_vllm_cli_prints_the_planned_flags(tmp_path):
     assert flags["--max-model-len"] == "8192" and flags["--max-lora-rank"] == "64"
     # 7.6B in bf16 (15.2 GB) + 4 × 8192 tokens of KV (1.9 GB) + buffers fits one 24 GB card.
     assert flags["--tensor-parallel-size"] == "1" and 0.7 < float(flags["--gpu-memory-utilization"]) <= 0.95
+
+
+def test_the_command_says_vllm_does_not_show_an_adapters_demonstrations(tmp_path):
+    a = fake_adapter(tmp_path / "a", dialect="hermes")
+    meta = {"dialect": "hermes", "demos": {"pool": "demos.jsonl", "sha256": "0" * 64, "k": 3}}
+    (tmp_path / "a" / "trajforge_adapter.json").write_text(json.dumps(meta))
+    b = fake_adapter(tmp_path / "b", dialect="hermes")
+    notes = vllm_command("org/model", {"a": a, "b": b}).notes
+    shown = [n for n in notes if "demonstrations" in n]
+    assert len(shown) == 1 and f"--demos 3 --demo-pool {a}" in shown[0] and shown[0].startswith("adapter a ")

@@ -94,12 +94,13 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             shard: str = spread.SHARD, report: Optional[Path] = spread.REPORT,
             harness: HarnessConfig = None, scale: CollectConfig = None, rewards: RewardConfig = None) -> None:
     """Run a policy on tasks; trajectories are graded and appended as each episode ends (resumable)."""
-    from trajforge.cli.main import _load_tasks, _policy
+    from trajforge.cli.main import _check_demos, _demo_harness, _load_tasks, _policy
     from trajforge.eval.run import collect as run_collect
 
     if executor not in ("asyncio", "ray"):
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
     rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
+    harness = _demo_harness(harness)
     if mistakes_from is not None and policy != "repair":
         _fail("--mistakes-from goes with --policy repair")
     whole = _load_tasks(tasks, split)
@@ -113,6 +114,7 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
     # Repair mistakes (the nearest template) are drawn from the whole pool, not this slice.
     pol = (_repair_policy(whole, mistakes_from, name) if policy == "repair"
            else _policy(policy, name, temperature, device))
+    _check_demos(harness, [pol])
     try:
         new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
                           retry_faults=retry_faults, rewards=rewards, show_progress=report is None)

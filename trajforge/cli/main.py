@@ -107,6 +107,33 @@ def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0, dev
         _fail(str(e))
 
 
+def _demo_harness(harness: HarnessConfig) -> HarnessConfig:
+    """``--demo-pool`` made a pool file the harness reads: a store's train-split successes are
+    written to a temporary pool; a missing or empty one is a clear error."""
+    if harness.demo_pool is None or harness.demos == 0:
+        return harness
+    import tempfile
+
+    from trajforge.store.demos import pool_file
+
+    try:
+        path = pool_file(harness.demo_pool, tempfile.mkdtemp(prefix="trajforge-demos-"), ROLES.train)
+    except (OSError, ValueError) as e:
+        _fail(f"--demo-pool: {e}")
+    return harness.model_copy(update={"demo_pool": path})
+
+
+def _check_demos(harness: HarnessConfig, policies: list) -> None:
+    """Each policy's demonstrations can be shown: a pool is named or recorded, and unchanged."""
+    from trajforge.harness.demos import episode_demos
+
+    for pol in policies:
+        try:
+            episode_demos(harness, pol)
+        except (OSError, ValueError) as e:
+            _fail(f"{pol.name}: {e}")
+
+
 @app.command()
 @with_configs(config_file=True, rewards=REWARDS)
 def grade(store: Path = typer.Argument(...), reward_weights: list[str] = REWARD_WEIGHTS,
@@ -148,6 +175,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     from trajforge.eval.table import rich_table
 
     refuse_target(json_out, "--json", source=store)
+    harness = _demo_harness(harness)
     part = spread.parse_slice(shard)
     whole = _load_tasks(tasks, split)
     pool = part.of(whole)
@@ -161,6 +189,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
         results = _eval_spread(pool, part, processes, store)
     else:
         pols = [_policy(spec, name[i] if i < len(name) else None, device=device) for i, spec in enumerate(policy)]
+        _check_demos(harness, pols)
         if report:  # a worker of --processes collects its slice; the parent computes the metrics
             new = [t for p in pols for t in collect(pool, p, store, harness=harness, show_progress=False)]
             spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of(pols),

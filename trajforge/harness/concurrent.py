@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from trajforge._compat import moved_names
 from trajforge.envs import env_class
+from trajforge.harness.demos import episode_demos
 from trajforge.harness.events import EventLog
 from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, default_env_factory,
                                         make_executor)
@@ -341,6 +342,7 @@ async def arun_concurrent(
     ``Executor`` (the caller releases it) or a name for ``make_executor`` (released here).
     """
     harness, cfg, log = harness or HarnessConfig(), cfg or CollectConfig(), log or EventLog(None)
+    episode_demos(harness, policy)  # a missing or changed pool fails here, before any episode runs
     own = executor is None or isinstance(executor, str)
     if own:  # built here from its name, so released here too
         executor = make_executor(executor or "asyncio")

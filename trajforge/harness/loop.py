@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from trajforge.envs import Environment, env_class, make_env
 from trajforge.envs.toolsets import KNOWN, class_toolset
 from trajforge.harness.budget import turn_budget
+from trajforge.harness.demos import episode_demos
 from trajforge.harness.faults import HARNESS_ERROR, act_each, fault
 from trajforge.parse.base import ParseResult, backstop
 from trajforge.parse.limits import as_text
@@ -42,6 +43,12 @@ class HarnessConfig(BaseModel):
     instructions: str | None = None
     """System instructions above the dialect's tool block; None uses the environment's own. They
     are part of the toolset the model sees, so another text is another toolset fingerprint."""
+    demos: int | None = None
+    """Most similar solved training tasks shown above each episode's first user message
+    (``harness/demos.py``); None: as many as the policy's adapter was trained with (else none), 0: none."""
+    demo_pool: str | None = None
+    """Where they are retrieved from: a demonstration pool file or an adapter folder holding one
+    (the CLI also takes a store: its train split); None: the pool the policy's adapter recorded."""
 
 
 def shown_toolset(env: Any, cfg: HarnessConfig) -> Toolset:
@@ -62,14 +69,19 @@ def first_message(task: Task, observation: str) -> str:
 class Episode:
     """Mutable state of one running episode.
 
-    ``observation``: what ``env.reset(task)`` returned; the model sees it below the prompt."""
+    ``observation``: what ``env.reset(task)`` returned; the model sees it below the prompt, and
+    retrieved demonstrations (``cfg.demos``, or the policy's adapter's) above it."""
 
     def __init__(self, task: Task, sample: int, env: Environment, policy: Policy, cfg: HarnessConfig,
                  observation: str = ""):
         self.task, self.sample, self.env = task, sample, env
         self.toolset = shown_toolset(env, cfg)
+        opening = first_message(task, observation)
+        demos = episode_demos(cfg, policy)
+        if demos is not None:
+            opening = demos.show(opening, task.id, self.toolset.names)
         self.messages = [Message(role="system", content=self.toolset.instructions),
-                         Message(role="user", content=first_message(task, observation))]
+                         Message(role="user", content=opening)]
         self.steps: list[Step] = []
         self.errors_in_row = 0
         self.end = ""
@@ -256,6 +268,7 @@ def run_episodes(
     Episodes are admitted in waves of ``policy.batch_size`` so memory stays bounded.
     """
     cfg = cfg or HarnessConfig()
+    episode_demos(cfg, policy)  # a missing or changed pool fails here, before any episode runs
     pending = deque((t, s) for t in tasks for s in range(samples) if not (skip and skip(t, s)))
     for name in sorted({t.env for t, _ in pending}):
         env_class(name)  # an unknown environment fails here, before any episode runs

@@ -9,7 +9,9 @@ returned so training can use the exact tokens.
 The dialect, unless given: the adapter's (what it was trained in), else the embedded model's,
 else ``Dialect.for_model(model, chat_template)``; the render mode and the chat template likewise
 follow the adapter (its meta records the template text it was trained with), so an adapter acts
-exactly as it was trained with no flag. ``chat_template=FILE`` (spec ``?chat_template=FILE``)
+exactly as it was trained with no flag. An adapter trained with retrieved demonstrations (``train
+sft --demos K``) recorded its pool: ``demos`` says where, and the harness shows the same block in
+every episode (``harness/demos.py``). ``chat_template=FILE`` (spec ``?chat_template=FILE``)
 chooses the template of a model without an adapter (``policies/loading.py``: a model with none gets
 the default); it is refused for an adapter trained with another.
 """
@@ -100,6 +102,15 @@ def trained_template(meta: dict, chat_template: str | Path | None, adapter: str 
     return text
 
 
+def trained_demos(meta: dict, adapter: str | Path) -> dict | None:
+    """The demonstrations an adapter was trained with, from its meta: ``{"pool": file in the
+    adapter folder, "sha256", "k"}``; None when it was trained without."""
+    demos = meta.get("demos")
+    if not demos or not demos.get("k"):
+        return None
+    return {"pool": str(Path(adapter) / demos["pool"]), "sha256": demos.get("sha256"), "k": int(demos["k"])}
+
+
 def _trained_with(adapter: str | None) -> dict:
     """The adapter's meta (dialect, render mode) when it is a trajforge adapter, else empty."""
     if adapter and (Path(adapter) / ADAPTER_META).exists():
@@ -133,6 +144,8 @@ class HFPolicy:
         """How prompts are rendered (``Dialect.chat_text``): ``dialect`` or ``template``."""
         if self.render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render mode {self.render_mode!r}; use one of {', '.join(RENDER_MODES)}")
+        self.demos = trained_demos(trained, adapter) if adapter else None
+        """The retrieved demonstrations its adapter was trained with (``trained_demos``), else None."""
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.batch_size = batch_size

@@ -1,7 +1,8 @@
 """Which names a server answers to, and which dialect each one speaks.
 
 An adapter trained by ``trajforge train sft`` records its dialect, render mode and chat template in
-``trajforge_adapter.json`` (each served adapter renders with its own);
+``trajforge_adapter.json`` (each served adapter renders with its own), and, when it was trained
+with retrieved demonstrations, the pool it shows them from;
 serving it with another dialect would render tools in a format it never saw, so a ``--dialect``
 that disagrees with an adapter's recorded one is refused. Adapters without that file (peft folders
 from elsewhere) and the base model use ``--dialect``, else the embedded model's, else hermes.
@@ -13,8 +14,9 @@ import json
 import re
 from pathlib import Path
 
+from trajforge.harness.demos import Demos, load_pool
 from trajforge.parse import RENDER_MODES, get_dialect
-from trajforge.policies.hf import ADAPTER_META, read_adapter_meta
+from trajforge.policies.hf import ADAPTER_META, read_adapter_meta, trained_demos
 from trajforge.policies.models import EMBEDDED
 from trajforge.serve.service import ServedModel
 
@@ -90,7 +92,18 @@ def served_adapter(name: str, path: str | Path, default: str, forced: str | None
         raise ServeConfigError(f"adapter {name!r}: unknown render mode {render_mode!r} in its {ADAPTER_META}")
     template = (meta.get("chat_template") or {}).get("text")
     return ServedModel(name, name, _dialect(trained or default, f"adapter {name!r}"), str(path),
-                       render_mode, template if isinstance(template, str) else None)
+                       render_mode, template if isinstance(template, str) else None, _demos(name, meta, path))
+
+
+def _demos(name: str, meta: dict, path: str | Path) -> Demos | None:
+    """The demonstrations an adapter was trained with, its pool checked against the recorded hash."""
+    recorded = trained_demos(meta, path)
+    if recorded is None:
+        return None
+    try:
+        return Demos(load_pool(recorded["pool"], recorded["sha256"]), recorded["k"])
+    except (OSError, ValueError) as e:
+        raise ServeConfigError(f"adapter {name!r} was trained with retrieved demonstrations: {e}") from None
 
 
 def _dialect(name: str, where: str):

@@ -5,7 +5,11 @@ request's tools into the prompt exactly as training rendered them (``Dialect.cha
 adapter's recorded render mode and chat template, as ``HFPolicy`` renders) and parses the output back: valid calls become OpenAI ``tool_calls``
 with ``finish_reason: tool_calls``, the text around them is the ``content``. When the output had a
 call the parser rejected (bad JSON, unknown tool, invalid arguments), the raw output is returned as
-the content so the client sees what the model wrote.
+the content so the client sees what the model wrote. An adapter trained with retrieved
+demonstrations shows them above the first user message of each request, from the pool it
+recorded (``harness/demos.py``; the block a client already put there is replaced); a request
+without ``tools`` (a text dialect's client renders them itself) draws on the whole pool, which is
+what training drew on unless the pool mixes environments.
 
 Streaming: without tools, content streams token by token as it is sampled. With tools, the server
 streams once the completion is parsed: call markup differs per dialect, and streaming it
@@ -18,6 +22,7 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Any, Iterator, NamedTuple
 
+from trajforge.harness.demos import Demos
 from trajforge.parse import Dialect
 from trajforge.schema import Message, Toolset
 from trajforge.serve.backend import Backend, Sampling, Token
@@ -46,6 +51,9 @@ class ServedModel(NamedTuple):
     """How prompts with tools are rendered (``Dialect.chat_text``); an adapter's is the one it was trained with."""
     chat_template: str | None = None
     """The template text an adapter was trained with (its meta); None: the backend tokenizer's."""
+    demos: Demos | None = None
+    """The retrieved demonstrations an adapter was trained with (its meta, ``harness/demos.py``):
+    shown above the first user message of every request, as training showed them."""
 
 
 class Prepared(NamedTuple):
@@ -138,6 +146,8 @@ class ChatService:
         messages = chat_messages(req.messages)
         if toolset is not None and messages[0].role != "system":
             messages.insert(0, Message(role="system"))  # the dialect puts the tools in the system turn
+        if model.demos is not None:  # without tools (a text dialect's client): candidates unfiltered
+            messages = model.demos.in_messages(messages, tools=toolset.names if toolset is not None else None)
         self._check_fits(sum(len(m.content) for m in messages), req.model)
         renderer = self.renderer(model)
         text = _prompt_text(renderer, model, messages, toolset)

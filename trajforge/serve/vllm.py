@@ -119,11 +119,22 @@ def vllm_command(model: str, adapters: dict[str, str], dialect: str | None = Non
     elif not _template_renders_tools(Path(weights)):
         notes.append(f"the chat template of {weights} does not render tools: pass --chat-template, "
                          "or use OpenAIPolicy(native_tools=False) so the dialect renders them")
+    for n, p in adapters.items():
+        demos = _recorded_demos(p)
+        if demos:
+            notes.append(f"adapter {n} was trained with {demos['k']} retrieved demonstrations, which vLLM does not "
+                         f"show: run the client in trajforge's harness with --demos {demos['k']} --demo-pool {p}")
     if launch is not None:
         argv += launch.argv()
     if is_embedded(model):
         notes.append(f"{weights} is created by `trajforge models pull {model}`")
     return VllmCommand(argv, notes)
+
+
+def _recorded_demos(path: str) -> dict | None:
+    from trajforge.policies.hf import ADAPTER_META, read_adapter_meta, trained_demos
+
+    return trained_demos(read_adapter_meta(path), path) if (Path(path) / ADAPTER_META).is_file() else None
 
 
 def _template_renders_tools(folder: Path) -> bool:

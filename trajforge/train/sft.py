@@ -26,7 +26,9 @@ from pydantic import BaseModel, field_validator
 from trajforge.policies.loading import read_chat_template, settle_template
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
+from trajforge.harness.demos import Demos
 from trajforge.train.defaults import derive, model_params
+from trajforge.train.demos import DemoRule, sft_demos
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
@@ -71,6 +73,11 @@ class SFTConfig(LoraSettings):
     """``dialect`` (its tool block) or ``template`` (the model's chat template renders the tools)."""
     chat_template: str | None = None
     """Jinja chat template file to render with (None: the model's own, else the default); the adapter records it."""
+    demos: int = 0
+    """Most similar other training tasks shown in each sample's first user message (0: none;
+    train/demos.py); evaluation and serving show the same from the pool the adapter records."""
+    demo_pool: str | None = None
+    """Where they come from: a store (its train split) or a demonstration pool file; None: the training data."""
 
     @field_validator("tiers", mode="before")
     @classmethod
@@ -175,17 +182,20 @@ class LoaderBatches:
         return out
 
 
-def render_rules(cfg: SFTConfig) -> tuple:
-    """The trajectory rewrites applied before rendering: slimming first, then canonical calls."""
-    return ((slim_detours,) if cfg.slim else ()) + ((canonical_calls,) if cfg.canonical else ())
+def render_rules(cfg: SFTConfig, demos: Demos | None = None) -> tuple:
+    """The trajectory rewrites applied before rendering, in order: slimming (drops turns), the
+    retrieved demonstrations (rewrite the first user message), canonical calls."""
+    return (((slim_detours,) if cfg.slim else ())
+            + ((DemoRule(demos, toolset_lookup()),) if demos is not None else ())
+            + ((canonical_calls,) if cfg.canonical else ()))
 
 
 def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
-                  skipped: dict[str, int]) -> tuple[list[Sample], SequenceBuilder]:
-    """The demonstrations as samples; those over ``max_len`` are skipped and counted."""
+                  skipped: dict[str, int], demos: Demos | None = None) -> tuple[list[Sample], SequenceBuilder]:
+    """The demonstrations as samples; those over ``max_len`` are skipped and counted. ``demos``:
+    retrieved demonstrations shown in each first user message (train/demos.py)."""
     builder = SequenceBuilder(tok, training_dialect(data, model, tok, cfg.dialect), cfg.render_mode,
-                              toolset_of=toolset_lookup(), rules=render_rules(cfg),
-                              learn=turn_learns)
+                              toolset_of=toolset_lookup(), rules=render_rules(cfg, demos), learn=turn_learns)
     samples = [s for t in data for s in builder.build(t)]
     kept = within(samples, cfg.max_len)
     if kept.too_long:
@@ -220,7 +230,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         log.info("derived: %s", line)
     if cfg.chat_template:
         settle_template(tok, read_chat_template(cfg.chat_template))
-    samples, builder = build_samples(data, tok, model, cfg, skipped)
+    shown = sft_demos(data, cfg.demos, cfg.demo_pool, out_dir, runtime.is_main) if cfg.demos else None
+    samples, builder = build_samples(data, tok, model, cfg, skipped, shown.demos if shown else None)
     if not samples:
         raise ValueError(f"no sample fits --max-len {cfg.max_len} (skipped: {skipped})")
     if cfg.replay_share > 0:
@@ -240,6 +251,9 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     if isinstance(evaluator, InLoopEval):  # in-loop evaluation acts in the dialect and renderer trained
         evaluator.dialect = evaluator.dialect or builder.dialect
         evaluator.render_mode = cfg.render_mode
+        if shown:  # and shows the demonstrations trained with, from the adapter's copy of the pool
+            evaluator.harness = evaluator.harness.model_copy(
+                update={"demos": cfg.demos, "demo_pool": str(Path(out_dir) / shown.meta["pool"])})
     hook = evaluator.hook(net, tok) if evaluator else None
     fitted = fit(net, total, batches, loss_fn, cfg, out_dir, "sft", progress, resume, hook, runtime)
     used = [samples[i] for rows in micro[: total * cfg.grad_accum * runtime.world] for i in rows]
@@ -255,7 +269,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
 
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "sft", **fingerprint_meta(data, fingerprints), "dialect": builder.dialect.name,
-            "render_mode": cfg.render_mode, "base_model": model, "config": cfg.model_dump(),
+            "render_mode": cfg.render_mode, **({"demos": shown.meta} if shown else {}),
+            "base_model": model, "config": cfg.model_dump(),
             "derived": derived.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
     return result
