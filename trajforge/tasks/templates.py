@@ -111,6 +111,11 @@ class TemplateGenerator(Generic[T]):
         sizes = split_sizes(n)
         tasks = (self.fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped)
                  + self.fill({"heldout": sizes["heldout"]}, rng, seen, dropped))
+        return self.report(tasks, dropped, n)
+
+    def report(self, tasks: list[Task], dropped: Counter[str], n: int) -> SynthReport:
+        """The pool of what ``fill`` kept: the ``finish`` pass, toolsets stamped, grouped by split,
+        and the places left empty counted as ``unfilled``."""
         if self.finish is not None:
             tasks = self.finish(tasks, dropped)
         tasks = [stamp_toolset(t) for t in sorted(tasks, key=lambda t: SPLIT_ORDER.index(t.split))]
