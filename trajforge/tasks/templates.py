@@ -133,8 +133,10 @@ class TemplateGenerator(Generic[T]):
         return rotation
 
     def fill(self, targets: dict[Split, int], rng: random.Random, seen: set[str],
-             dropped: Counter[str]) -> list[Task]:
-        """Draw candidates round-robin over templates until every split in ``targets`` is full."""
+             dropped: Counter[str], vet: Callable[[Task], str | None] | None = None) -> list[Task]:
+        """Draw candidates round-robin over templates until every split in ``targets`` is full.
+
+        ``vet``: a last check on each built task; a reason it returns drops the task (counted)."""
         heldout = "heldout" in targets
         rotation = self.rotation(heldout)
         space = {t.id: self.space(t, heldout) for t in rotation} if self.space else {}
@@ -156,6 +158,8 @@ class TemplateGenerator(Generic[T]):
             else:
                 seen.add(tid)
                 built = self.build(template, entities, neediest_split(targets, counts))
+                if not isinstance(built, str) and vet is not None:
+                    built = vet(built) or built
                 if isinstance(built, str):
                     dropped[built] += 1
                 else:

@@ -13,7 +13,10 @@ off the question and the schema, which is what the held-out split asks of it.
 share is spread evenly over the worlds (world 0 takes the remainder), each world's draw on the
 same random stream and the same duplicate set, in order: world 0's train and test (as one draw,
 so a test task is never a train task), world 0's held-out, then worlds 1..K-1's train. Test and
-held-out stay in world 0, so they measure exactly what they measure without worlds. Only the
+held-out stay in world 0, so they measure exactly what they measure without worlds. A task of a
+world > 0 whose prompt or reference plan repeats one drawn before (``tasks.dedup``: the same
+question about a city two worlds share) is dropped as a duplicate and another drawn, so no
+question of the test split reappears, word for word, in training. Only the
 train draw of a world > 0 happens, so its ``heldout_only`` templates never enter it; that its
 vocabularies hold no held-out value is each world builder's promise, and
 ``tests/tasks/test_worlds.py`` checks it for every environment.
@@ -26,6 +29,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from trajforge.schema import Task
+from trajforge.tasks.dedup import Deduper
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, split_sizes
 
@@ -53,8 +58,18 @@ def across_worlds(generator_for: Callable[[int], TemplateGenerator[Any]], n: int
     sizes = split_sizes(n)
     tasks = (first.fill({"train": shares[0], "test": sizes["test"]}, rng, seen, dropped)
              + first.fill({"heldout": sizes["heldout"]}, rng, seen, dropped))
+    known = Deduper()
+    for task in tasks:
+        known.add(task)
+
+    def vet(task: Task) -> str | None:
+        hit = known.check_prompt(task.prompt) or known.check_plan(task.env, task.reference, None)
+        if hit is None:
+            known.add(task)  # kept: later worlds must not repeat it either
+        return hit[0] if hit else None
+
     for world in range(1, worlds):
-        tasks += generator_for(world).fill({"train": shares[world]}, rng, seen, dropped)
+        tasks += generator_for(world).fill({"train": shares[world]}, rng, seen, dropped, vet)
     return first.report(tasks, dropped, n)
 
 
