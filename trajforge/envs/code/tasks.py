@@ -68,7 +68,8 @@ def _space_size(template: Template, heldout: bool) -> int:
 def generator(world: int = 0) -> TemplateGenerator[Template]:
     """The code templates on the skeleton (of ``world``): tier-interleaved, each leaving once its
     parameter space is drawn."""
-    return TemplateGenerator(templates=world_templates(world), interleave=True, draw=draw_params,
+    templates = TEMPLATES if world == 0 else world_templates(world)
+    return TemplateGenerator(templates=templates, interleave=True, draw=draw_params,
                              task_id=lambda t, p: task_id(t, p, world),
                              build=lambda t, p, split: build_task(t, p, split, world), space=_space_size)
 

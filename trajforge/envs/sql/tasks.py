@@ -35,6 +35,7 @@ from typing import Literal
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.results import read_result
 from trajforge.envs.sql.worlds import HELDOUT_CATEGORIES, HELDOUT_COUNTRIES, retail_world
+from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES  # noqa: F401 - re-exported (old path)
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, stable_id

@@ -13,11 +13,13 @@ import math
 from typing import NamedTuple
 from urllib.parse import urlencode
 
-from trajforge.envs.web.shop.catalog import (
+from trajforge.envs.web.shop.catalog import (  # noqa: F401 - CATEGORY_SPECS, category_spec re-exported
+    CATEGORY_SPECS,
     Catalog,
     ClassSession,
     Product,
     WorkshopClass,
+    category_spec,
     slug,
 )
 from trajforge.envs.web.shop.state import (
