@@ -40,7 +40,7 @@ WORLDS = (1, 2, 3, 4, 5)
 """The worlds whose vocabularies the leak tests read."""
 POOL_WORLDS = 3
 """Pools drawn across worlds 0..2."""
-SIZES = {"sql": 60, "travel": 40, "web": 30, "code": 16}
+SIZES = {"sql": 60, "sql-exec": 40, "travel": 40, "web": 30, "code": 16}
 """Pool sizes per environment: enough train tasks in worlds 1-2, small enough to run quickly
 (the code sandbox runs each reference, the web site is browsed)."""
 
@@ -96,6 +96,14 @@ def test_world_zero_records_are_written_as_before_and_world_reads_back(tmp_path)
 
 # ---- pools across worlds ----------------------------------------------------------------------
 
+def test_every_builtin_generator_has_worlds_and_is_checked_here():
+    from trajforge.envs.registry import BUILTINS
+
+    generating = {name for name in BUILTINS if env_spec(name).generate is not None}
+    assert generating == set(SIZES)
+    assert all(env_spec(name).world_generator is not None for name in generating)
+
+
 @functools.cache
 def _pool(env: str):
     """``env``'s pool across worlds 0..2, drawn once per session (each test pays for its own env)."""
@@ -128,7 +136,8 @@ def test_train_spans_the_worlds_and_test_heldout_stay_in_world_zero(env):
 
 def _banned(env: str) -> set[str]:
     """Every held-out value of ``env`` (its own ``heldout_values``), casefolded."""
-    held = {"sql": sql_heldout, "travel": travel_heldout, "web": web_heldout}[env]()
+    held = {"sql": sql_heldout, "sql-exec": sql_heldout, "travel": travel_heldout,
+            "web": web_heldout}[env]()
     return {v.casefold() for v in held}
 
 
@@ -164,7 +173,7 @@ def test_code_worlds_rename_functions_and_keep_every_parameter_partition():
 
 
 HELDOUT_ONLY = {env: {t.id for t in templates if t.heldout_only} for env, templates in (
-    ("sql", SQL_TEMPLATES), ("travel", TRAVEL_TEMPLATES), ("web", WEB_TEMPLATES),
+    ("sql", SQL_TEMPLATES), ("sql-exec", SQL_TEMPLATES), ("travel", TRAVEL_TEMPLATES), ("web", WEB_TEMPLATES),
     ("code", CODE_TEMPLATES))}
 
 
