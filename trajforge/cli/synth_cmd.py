@@ -1,6 +1,7 @@
 """``trajforge synth``: build a verified task pool from templates, an LLM, or your own SQLite data.
 
     trajforge synth --env sql --n 200 --out tasks.jsonl                        # templates
+    trajforge synth --env sql --n 260 --worlds 4 --out tasks.jsonl             # train across 4 worlds
     trajforge synth --env sql --llm http://127.0.0.1:8000/v1 --llm-model qwen \\
         --n 50 --pool tasks.jsonl --out tasks.jsonl                              # LLM, merged
     trajforge synth --env sql --db shop.sqlite --questions q.jsonl --split train --out shop.jsonl
@@ -60,6 +61,9 @@ def synth(
     n: int = typer.Option(200, help="tasks wanted (templates, LLM)"),
     out: Path = typer.Option(..., help="task pool JSONL to write"),
     seed: int = typer.Option(0, help="template draw / LLM request seed"),
+    worlds: int = typer.Option(1, help="templates: draw the train split across this many worlds "
+                               "(renamed entities, in SQL tables and columns); test and heldout "
+                               "stay in world 0"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql or sql-exec)"),
@@ -87,6 +91,10 @@ def synth(
     from trajforge.tasks.dedup import merge_pools
 
     _check_options(env, db, questions, llm, llm_model, tier, split, db_dir, dedup, compare)
+    if worlds < 1:
+        _fail(f"--worlds must be 1 or more, not {worlds}")
+    if worlds != 1 and (questions or llm):
+        _fail("--worlds is for template generation, not --questions or --llm")
     refuse_target(out, "--out")
     refuse_target(rejected, "--rejected")
     try:
@@ -99,7 +107,8 @@ def synth(
     if questions:
         report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
     else:
-        report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options)
+        report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options,
+                                 worlds)
     report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
@@ -119,6 +128,9 @@ def synth(
     splits = Counter(t.split for t in report.tasks)
     console.print(f"wrote {len(merged)} tasks to {out} ({len(report.tasks)} new"
                   f"{f', {len(base)} from {pool}' if pool else ''}; splits {dict(splits)})")
+    if worlds > 1:
+        per_world = Counter(t.world for t in report.tasks if t.split == ROLES.train)
+        console.print(f"train tasks per world: {dict(sorted(per_world.items()))}")
     if stop:
         _fail(f"{stop}; the {len(report.tasks)} tasks verified before that were written", code=1)
 
@@ -197,7 +209,7 @@ def _from_questions(env, db, questions, db_dir, split, compare, dedup, similarit
 
 
 def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
-              llm_options: dict) -> tuple[SynthReport, str | None]:
+              llm_options: dict, worlds: int = 1) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if llm:
         from pydantic import ValidationError
@@ -221,8 +233,10 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
     from trajforge.tasks import synthesize
 
     try:
-        return synthesize(env, n, seed), None
+        return synthesize(env, n, seed, worlds), None
     except ValueError as e:
+        if worlds != 1:
+            _fail(str(e))
         _fail(f"{e}; use --llm to have an LLM write tasks for it")
     raise AssertionError("unreachable")
 

@@ -35,6 +35,7 @@ from trajforge.schema import Mistake, Task, Tier, ToolCall, Trajectory
 
 if TYPE_CHECKING:
     from trajforge.tasks.pool import SynthReport
+    from trajforge.tasks.templates import TemplateGenerator
 
 ENTRY_POINT_GROUP = "trajforge.envs"
 BUILTINS: dict[str, str] = {
@@ -62,6 +63,10 @@ class EnvSpec:
     generate: Callable[[int, int], "SynthReport"] | None = None
     """Template generator: ``generate(n, seed)`` gives ``n`` verified tasks split train/test/heldout
     (``trajforge synth --env NAME``); None when tasks come only from elsewhere (an LLM, a file)."""
+    world_generator: Callable[[int], "TemplateGenerator"] | None = None
+    """The template generator of one world (``world_generator(w)``; 0 is ``generate``'s world),
+    for pools drawn across worlds (``synthesize(..., worlds=K)``, ``trajforge synth --worlds K``;
+    ``tasks.worlds``); None when the environment has no worlds."""
     tier: Callable[[Sequence[ToolCall]], Tier | None] | None = None
     """Structural tier of a reference plan, where the environment knows better than counting
     steps (SQL reads its queries); None or a None result falls back to ``tasks.tiering``."""

@@ -7,6 +7,11 @@ same rows: task answers computed at generation time stay valid on any machine.
 
 Vocabulary values never contain quotes, commas or the word "and", so SQL literals need no escaping
 and list answers split cleanly.
+
+A ``RetailWorld`` is the vocabulary and the table and column names one database is built with;
+``ORIGINAL`` (world 0) is the vocabulary below under the names in ``SCHEMA``, and
+``ensure_db(seed)`` builds exactly what it always did. Other worlds (renamed cities, categories,
+products, tables and columns) come from ``trajforge.envs.sql.worlds``.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import re
 import tempfile
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -102,30 +109,89 @@ CREATE TABLE order_items (
 """
 
 
+Category = tuple[tuple[str, ...], tuple[float, float]]
+"""A category's products and price range."""
+
+
+@dataclass(frozen=True)
+class RetailWorld:
+    """The names one retail database is built with: its vocabulary, and its tables and columns."""
+
+    number: int
+    """The world's number (0: the original)."""
+    cities: dict[str, str]
+    """city -> country."""
+    catalog: dict[str, Category]
+    """category -> (products, price range)."""
+    tables: dict[str, str] = field(default_factory=dict)
+    """Original table name -> this world's (names not listed are unchanged)."""
+    columns: dict[str, str] = field(default_factory=dict)
+    """Original column name -> this world's; only names no two tables share, so a rename never
+    needs to know which table a column belongs to."""
+
+    @property
+    def countries(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.cities.values()))
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(self.catalog)
+
+    @property
+    def products(self) -> dict[str, str]:
+        """product name -> category."""
+        return {p: cat for cat, (names, _) in self.catalog.items() for p in names}
+
+    def sql(self, text: str) -> str:
+        """``text`` (SQL written with the original names) with this world's table and column names;
+        quoted literals are left alone, so an entity value never changes."""
+        names = {**self.tables, **self.columns}
+        if not names:
+            return text
+        parts = re.split(r"('(?:[^']|'')*')", text)  # odd parts are string literals
+        return "".join(p if i % 2 else _renamed(p, names) for i, p in enumerate(parts))
+
+    def prose(self, text: str) -> str:
+        """``text`` (the expert's words, naming tables) with this world's table names."""
+        return _renamed(text, self.tables) if self.tables else text
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """Every whole word of ``text`` that ``names`` has, replaced (longest names first)."""
+    word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
+    return word.sub(lambda m: names[m.group(1)], text)
+
+
+ORIGINAL = RetailWorld(number=0, cities=CITIES, catalog=CATALOG)
+"""World 0: the vocabulary above, the tables of ``SCHEMA``."""
+
+
 def cache_dir() -> Path:
     """Where generated databases live: ``$TRAJFORGE_HOME/sql`` or ``~/.cache/trajforge/sql``."""
     home = os.environ.get("TRAJFORGE_HOME") or Path.home() / ".cache" / "trajforge"
     return Path(home) / "sql"
 
 
-def db_path(seed: int) -> Path:
-    return cache_dir() / f"retail-{seed}.sqlite"
+def db_path(seed: int, world: RetailWorld = ORIGINAL) -> Path:
+    """``retail-{seed}.sqlite`` for world 0, ``retail-{seed}-w{number}.sqlite`` for another."""
+    suffix = f"-w{world.number}" if world.number else ""
+    return cache_dir() / f"retail-{seed}{suffix}.sqlite"
 
 
-def ensure_db(seed: int) -> Path:
-    """Path of the retail database for ``seed``, building it on first use.
+def ensure_db(seed: int, world: RetailWorld = ORIGINAL) -> Path:
+    """Path of the retail database for ``seed`` (in ``world``), building it on first use.
 
     The file is written under a temporary name and moved into place with ``os.replace``, so a
     reader never sees a half-built database even when several processes race to build it.
     """
-    path = db_path(seed)
+    path = db_path(seed, world)
     if path.exists() and _version(path) == DB_VERSION:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(fd)
     try:
-        build_db(Path(tmp), seed)
+        build_db(Path(tmp), seed, world)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -141,44 +207,47 @@ def _version(path: Path) -> int | None:
         return None  # unreadable or corrupt: rebuild
 
 
-def build_db(path: Path, seed: int) -> None:
-    """Write the whole database for ``seed`` into ``path`` (which must be empty or absent)."""
-    rng = random.Random(seed)
-    customers = _customers(rng)
-    products = _products(rng)
+def build_db(path: Path, seed: int, world: RetailWorld = ORIGINAL) -> None:
+    """Write the whole database for ``seed`` (in ``world``) into ``path`` (empty or absent).
+
+    World 0 draws from ``random.Random(seed)`` as it always did; another world from its own
+    stream, so its rows differ as well as its names."""
+    rng = random.Random(seed) if world.number == 0 else random.Random(f"retail|{seed}|{world.number}")
+    customers = _customers(rng, world.cities)
+    products = _products(rng, world.catalog)
     orders = _orders(rng, customers)
     items = _order_items(rng, orders, products)
     conn = sqlite3.connect(path)
     try:
-        conn.executescript(SCHEMA)
-        conn.executemany("INSERT INTO customers VALUES (?,?,?,?,?,?)", customers)
-        conn.executemany("INSERT INTO products VALUES (?,?,?,?,?)", products)
-        conn.executemany("INSERT INTO orders VALUES (?,?,?,?)", orders)
-        conn.executemany("INSERT INTO order_items VALUES (?,?,?,?,?)", items)
+        conn.executescript(world.sql(SCHEMA))
+        conn.executemany(world.sql("INSERT INTO customers VALUES (?,?,?,?,?,?)"), customers)
+        conn.executemany(world.sql("INSERT INTO products VALUES (?,?,?,?,?)"), products)
+        conn.executemany(world.sql("INSERT INTO orders VALUES (?,?,?,?)"), orders)
+        conn.executemany(world.sql("INSERT INTO order_items VALUES (?,?,?,?,?)"), items)
         conn.execute(f"PRAGMA user_version = {DB_VERSION}")
         conn.commit()
     finally:
         conn.close()
 
 
-def _customers(rng: random.Random) -> list[tuple]:
+def _customers(rng: random.Random, cities: dict[str, str]) -> list[tuple]:
     names = rng.sample([f"{f} {l}" for f in FIRST_NAMES for l in LAST_NAMES], N_CUSTOMERS)
     # A guaranteed floor per city, the rest spread at random, then shuffled so ids don't
     # reveal the city.
-    cities = [c for c in CITIES for _ in range(MIN_PER_CITY)]
-    cities += [rng.choice(list(CITIES)) for _ in range(N_CUSTOMERS - len(cities))]
-    rng.shuffle(cities)
+    drawn = [c for c in cities for _ in range(MIN_PER_CITY)]
+    drawn += [rng.choice(list(cities)) for _ in range(N_CUSTOMERS - len(drawn))]
+    rng.shuffle(drawn)
     rows = []
-    for i, (name, city) in enumerate(zip(names, cities), start=1):
+    for i, (name, city) in enumerate(zip(names, drawn), start=1):
         tier = rng.choices(TIERS, weights=(55, 30, 15))[0]
-        rows.append((i, name, city, CITIES[city], rng.randint(2018, 2024), tier))
+        rows.append((i, name, city, cities[city], rng.randint(2018, 2024), tier))
     return rows
 
 
-def _products(rng: random.Random) -> list[tuple]:
+def _products(rng: random.Random, catalog: dict[str, Category]) -> list[tuple]:
     rows: list[tuple] = []
     used_prices: set[float] = set()
-    for category, (names, (lo, hi)) in CATALOG.items():
+    for category, (names, (lo, hi)) in catalog.items():
         for name in names:
             # Distinct prices so "most expensive" questions never tie.
             price = round(rng.uniform(lo, hi), 2)

@@ -89,6 +89,14 @@ def stamped(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "format": FORMAT, "trajforge_version": __version__}
 
 
+def write_task(data: dict[str, Any]) -> dict[str, Any]:
+    """The stored form of a dumped task: stamped, without ``world`` when it is 0 (the original
+    world; a pool of it reads and writes exactly as before worlds existed)."""
+    if data.get("world") == 0:
+        data = {k: v for k, v in data.items() if k != "world"}
+    return stamped(data)
+
+
 def read_task(data: dict[str, Any], stored: bool) -> dict[str, Any]:
     """A task record as the current ``Task`` reads it (format 1 had no other differences)."""
     if record_format(data, "task") == 1 and stored:

@@ -46,6 +46,11 @@ class Task(records.StoredRecord):
     """Entity values filled into the template (city, product, ...)."""
     seed: int = 0
     """Environment seed (which generated database)."""
+    world: int = 0
+    """Which world of the environment's generator the task lives in (renamed entities, and in SQL
+    renamed tables and columns; ``envs/<name>/worlds.py``): 0 is the original world, where test and
+    held-out tasks always are. Left out of the stored form when 0, so world-0 pools are written
+    exactly as before the field existed, and records without it read as world 0."""
     reasoning: tuple[str, ...] = ()
     """One sentence the expert says before each reference call, written by the task's generator;
     a pool read from disk fills it from the environment's ``EnvSpec.reasoning`` where it is empty."""
@@ -64,4 +69,4 @@ class Task(records.StoredRecord):
     """trajforge version that wrote the record ("" when it predates the field)."""
 
     reader = staticmethod(records.read_task)
-    writer = staticmethod(records.stamped)
+    writer = staticmethod(records.write_task)

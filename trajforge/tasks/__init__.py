@@ -2,7 +2,7 @@
 
 ``synthesize(env, n, seed)`` runs the template generator of ``env``'s ``EnvSpec`` (built on the
 skeleton in ``tasks.templates``); ``tasks.llm`` has an LLM write tasks for any environment;
-``tasks.verify`` is the contract every synthesized task meets (executed, verified by replay);
+``tasks.worlds`` draws the train split across several worlds; ``tasks.verify`` is the contract every synthesized task meets (executed, verified by replay);
 ``tasks.pool`` reads and writes pools (with the toolsets their tasks were made with, beside
 them); ``tasks.splits``, ``tasks.dedup``, ``tasks.tiering`` and ``tasks.mixed`` work on any pool.
 """
@@ -14,8 +14,11 @@ import warnings
 from trajforge.tasks.pool import Rejection, SynthReport, read_tasks, write_tasks
 
 
-def synthesize(env: str, n: int, seed: int = 0) -> SynthReport:
-    """Generate ``n`` verified tasks for environment ``env`` (split train/test/heldout)."""
+def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1) -> SynthReport:
+    """Generate ``n`` verified tasks for environment ``env`` (split train/test/heldout).
+
+    ``worlds`` > 1 draws the train split across that many worlds of the environment (renamed
+    entities, and in SQL tables and columns; ``tasks.worlds``); test and held-out stay in world 0."""
     from trajforge.envs import env_spec
 
     try:
@@ -25,7 +28,13 @@ def synthesize(env: str, n: int, seed: int = 0) -> SynthReport:
     if spec.generate is None:
         raise ValueError(f"no task generator for environment {env!r}: its tasks come from an LLM "
                          "(trajforge synth --llm) or a file")
-    return spec.generate(n, seed)
+    if worlds == 1:
+        return spec.generate(n, seed)
+    if spec.world_generator is None:
+        raise ValueError(f"environment {env!r} has no worlds; leave worlds at 1")
+    from trajforge.tasks.worlds import across_worlds
+
+    return across_worlds(spec.world_generator, n, seed, worlds)
 
 
 def mixed_pool(specs: dict[str, int], seed: int = 0) -> SynthReport:

@@ -111,6 +111,11 @@ class TemplateGenerator(Generic[T]):
         sizes = split_sizes(n)
         tasks = (self.fill({"train": sizes["train"], "test": sizes["test"]}, rng, seen, dropped)
                  + self.fill({"heldout": sizes["heldout"]}, rng, seen, dropped))
+        return self.report(tasks, dropped, n)
+
+    def report(self, tasks: list[Task], dropped: Counter[str], n: int) -> SynthReport:
+        """The pool of what ``fill`` kept: the ``finish`` pass, toolsets stamped, grouped by split,
+        and the places left empty counted as ``unfilled``."""
         if self.finish is not None:
             tasks = self.finish(tasks, dropped)
         tasks = [stamp_toolset(t) for t in sorted(tasks, key=lambda t: SPLIT_ORDER.index(t.split))]
@@ -128,8 +133,10 @@ class TemplateGenerator(Generic[T]):
         return rotation
 
     def fill(self, targets: dict[Split, int], rng: random.Random, seen: set[str],
-             dropped: Counter[str]) -> list[Task]:
-        """Draw candidates round-robin over templates until every split in ``targets`` is full."""
+             dropped: Counter[str], vet: Callable[[Task], str | None] | None = None) -> list[Task]:
+        """Draw candidates round-robin over templates until every split in ``targets`` is full.
+
+        ``vet``: a last check on each built task; a reason it returns drops the task (counted)."""
         heldout = "heldout" in targets
         rotation = self.rotation(heldout)
         space = {t.id: self.space(t, heldout) for t in rotation} if self.space else {}
@@ -151,6 +158,8 @@ class TemplateGenerator(Generic[T]):
             else:
                 seen.add(tid)
                 built = self.build(template, entities, neediest_split(targets, counts))
+                if not isinstance(built, str) and vet is not None:
+                    built = vet(built) or built
                 if isinstance(built, str):
                     dropped[built] += 1
                 else:

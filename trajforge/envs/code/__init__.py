@@ -2,17 +2,18 @@
 
 ``env`` (CodeEnv: write_file, run_python, run_tests, submit; model-written code runs only in
 ``trajforge.envs.sandbox``), ``tasks`` (function-writing templates, oracle-built hidden tests,
-sandbox-run references).
+sandbox-run references), ``worlds`` (the same problems under other function names: code has no
+entity catalog to rename).
 """
 
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.code.env import CodeEnv
-from trajforge.envs.code.tasks import generate_code_tasks
+from trajforge.envs.code.tasks import generate_code_tasks, generator
 from trajforge.envs.registry import EnvSpec
 from trajforge.envs.code.mistakes import code_mistakes
 from trajforge.envs.code.failures import wrong_answer_kind
 
-SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks,
+SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks, world_generator=generator,
                summary="write a Python function; hidden tests run in a bubblewrap sandbox",
                wrong_answer=wrong_answer_kind,
                mistakes=code_mistakes)

@@ -13,7 +13,9 @@ Drop reasons: ``duplicate`` (same template and values), ``weak_tests`` (every ca
 same value, so a constant function would pass), ``reference_error`` (a reference call failed) and
 ``verifier_rejected`` (the reference solution did not pass its hidden tests).
 
-The templates themselves (oracles, input generators, solution sources) are ``templates.py``.
+The templates themselves (oracles, input generators, solution sources) are ``templates.py``;
+``generator(world)`` draws them in another world (``worlds.py``: the function renamed, other test
+inputs), for the train split of a pool drawn across worlds (``trajforge.tasks.worlds``).
 
 Splits test generalisation along two axes, as in ``envs/sql/tasks.py``: ``heldout`` tasks take every
 parameter from the template's held-out values (never in train or test), and templates with
@@ -28,6 +30,7 @@ from typing import Any
 
 from trajforge.envs.code.hidden import HiddenTests, TestCase
 from trajforge.envs.code.templates import TEMPLATES, TEMPLATES_BY_ID, Param, Template
+from trajforge.envs.code.worlds import world_templates
 from trajforge.schema import Split, Task, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, stable_id
@@ -35,9 +38,10 @@ from trajforge.tasks.verify import replay_reference
 
 MODULE = "solution"
 
-def task_id(template: Template, params: dict[str, Any]) -> str:
-    """Stable id: the same template and parameter values give the same id (and tests)."""
-    return stable_id("code", template.id, params)
+def task_id(template: Template, params: dict[str, Any], world: int = 0) -> str:
+    """Stable id: the same template and parameter values (and world) give the same id (and
+    tests); world 0 keeps the key it had before worlds."""
+    return stable_id("code", template.id, [params, world] if world else params)
 
 
 def generate_code_tasks(n: int, seed: int = 0) -> SynthReport:
@@ -61,18 +65,20 @@ def _space_size(template: Template, heldout: bool) -> int:
     return size
 
 
-def generator() -> TemplateGenerator[Template]:
-    """The code templates on the skeleton: tier-interleaved, each leaving once its parameter space
-    is drawn."""
-    return TemplateGenerator(templates=TEMPLATES, interleave=True, draw=draw_params, task_id=task_id,
-                             build=lambda t, p, split: build_task(t, p, split), space=_space_size)
+def generator(world: int = 0) -> TemplateGenerator[Template]:
+    """The code templates on the skeleton (of ``world``): tier-interleaved, each leaving once its
+    parameter space is drawn."""
+    templates = TEMPLATES if world == 0 else world_templates(world)
+    return TemplateGenerator(templates=templates, interleave=True, draw=draw_params,
+                             task_id=lambda t, p: task_id(t, p, world),
+                             build=lambda t, p, split: build_task(t, p, split, world), space=_space_size)
 
 
-def hidden_tests(template: Template, params: dict[str, Any]) -> HiddenTests:
+def hidden_tests(template: Template, params: dict[str, Any], world: int = 0) -> HiddenTests:
     """The task's hidden unit tests: inputs seeded by the task id, expected values from the
     oracle (round-tripped through JSON, as the tests compare JSON values)."""
     values = template.values(params)
-    rng = random.Random(task_id(template, params))
+    rng = random.Random(task_id(template, params, world))
     cases: list[TestCase] = []
     seen_args: set[str] = set()
     for args in template.inputs(rng, values):
@@ -85,10 +91,11 @@ def hidden_tests(template: Template, params: dict[str, Any]) -> HiddenTests:
     return HiddenTests(module=MODULE, function=template.function, cases=cases)
 
 
-def build_task(template: Template, params: dict[str, Any], split: Split) -> Task | str:
-    """Build the task, execute its reference in a sandboxed CodeEnv; the Task or a drop reason."""
+def build_task(template: Template, params: dict[str, Any], split: Split, world: int = 0) -> Task | str:
+    """Build the task (of ``world``: ``template`` is that world's), execute its reference in a
+    sandboxed CodeEnv; the Task or a drop reason."""
     values = template.values(params)
-    tests = hidden_tests(template, params)
+    tests = hidden_tests(template, params, world)
     if len({json.dumps(c.expected) for c in tests.cases}) < 2:
         return "weak_tests"
     example = pick_example(tests.cases)
@@ -106,9 +113,9 @@ def build_task(template: Template, params: dict[str, Any], split: Split) -> Task
     reasoning = (f"I'll write {template.function} in {tests.path}: {plan}.",
                  "Now I'll run the hidden tests to check it.",
                  f"All {len(tests.cases)} tests pass, so I'll submit.")
-    task = Task(id=task_id(template, params), env="code", prompt=prompt, tier=template.tier,
+    task = Task(id=task_id(template, params, world), env="code", prompt=prompt, tier=template.tier,
                 split=split, template=template.id, reference=reference,
-                expected=tests.model_dump(), entities=params, reasoning=reasoning)
+                expected=tests.model_dump(), entities=params, reasoning=reasoning, world=world)
     verdict = replay_reference(task)
     if not verdict.correct:
         return "reference_error" if verdict.detail.startswith("reference call") \

@@ -2,7 +2,8 @@
 
 ``env`` (SqlEnv: list_tables, describe_table, run_sql, submit_answer; read-only, deadlines,
 caps), ``execution`` (SqlExecEnv, the ``sql-exec`` environment: submit_query, scored by execution
-accuracy with ``compare``), ``dbfile`` (a database file's content hash), ``tasks`` (question templates with executed reference SQL), ``byo`` (tasks from your own
+accuracy with ``compare``), ``dbfile`` (a database file's content hash), ``tasks`` (question templates with executed reference SQL), ``worlds`` (the database with other
+names, tables, columns and rows, for training across worlds), ``byo`` (tasks from your own
 SQLite file and questions), ``tiering`` (tiers from query structure). The database is
 ``trajforge.envs.sqldb`` (seeded, generated on first use).
 """
@@ -13,14 +14,16 @@ from trajforge.envs.sql.mistakes import sql_mistakes
 from trajforge.envs.sql.failures import wrong_answer_kind
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.execution import SqlExecEnv
-from trajforge.envs.sql.tasks import generate_sql_exec_tasks, generate_sql_tasks, reasoning_for
+from trajforge.envs.sql.tasks import exec_generator, generate_sql_exec_tasks, generate_sql_tasks, generator, reasoning_for
 from trajforge.envs.sql.tiering import plan_tier
 
-SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, tier=plan_tier, reasoning=reasoning_for,
+SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, world_generator=lambda w: generator(0, w),
+               tier=plan_tier, reasoning=reasoning_for,
                summary="questions about a seeded retail SQLite database (or your own file)",
                wrong_answer=wrong_answer_kind,
                mistakes=sql_mistakes)
-EXEC_SPEC = EnvSpec(name="sql-exec", env=SqlExecEnv, generate=generate_sql_exec_tasks, tier=plan_tier,
+EXEC_SPEC = EnvSpec(name="sql-exec", env=SqlExecEnv, generate=generate_sql_exec_tasks,
+                    world_generator=lambda w: exec_generator(0, w), tier=plan_tier,
                     reasoning=reasoning_for,
                     summary="the same questions answered by a SQL query, scored by execution accuracy")
 

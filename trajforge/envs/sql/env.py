@@ -26,7 +26,7 @@ from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.sql.dbfile import check_database
 from trajforge.envs.sql.hints import EMPTY_NOTE, sql_error, tables_hint
 from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
-from trajforge.envs.sqldb import ensure_db
+from trajforge.envs.sql.worlds import world_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb, ResultSet
 
 # The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
@@ -76,7 +76,7 @@ class SqlEnv(Environment):
 
     def reset(self, task: Task) -> str:
         """Open a fresh read-only connection on the task's database (``task.db`` when set, else
-        the generated one for ``task.seed``)."""
+        the generated one for ``task.seed`` in ``task.world``)."""
         super().reset(task)
         self.close()
         self.answer = None
@@ -84,7 +84,7 @@ class SqlEnv(Environment):
         check_database(task)  # the file a task was made on, unchanged (by its content hash)
         # The worker reads the schema before its authorizer goes in (describe_table needs PRAGMA,
         # the model doesn't get it).
-        self._db = GuardedDb(Path(task.db) if task.db else ensure_db(task.seed))
+        self._db = GuardedDb(Path(task.db) if task.db else world_db(task.seed, task.world))
         self._schema = self._db.schema
         return ""
 

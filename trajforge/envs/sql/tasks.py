@@ -14,6 +14,11 @@ Splits test generalisation along two axes:
 
 ``train`` and ``test`` share templates and entities but never a task instance.
 
+Worlds (``envs/sql/worlds.py``): ``generator(db_seed, world)`` draws the same templates in another
+world — its cities, categories and products, its table and column names (the reference SQL, the
+table the expert describes and the expert's words follow the rename; the question keeps its plain
+words) — for the train split of a pool drawn across worlds (``trajforge.tasks.worlds``).
+
 ``generate_sql_exec_tasks`` makes the same questions for ``sql-exec`` (execution accuracy): the
 reference ends with ``submit_query`` of its last query, whose whole result is the expected value.
 Top-1 templates are left out there: their last query also returns the ranking column, which the
@@ -29,34 +34,33 @@ from typing import Literal
 
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.results import read_result
-from trajforge.envs.sqldb import CITIES, COUNTRIES, PRODUCTS
-from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES
+from trajforge.envs.sql.worlds import HELDOUT_CATEGORIES, HELDOUT_COUNTRIES, retail_world
+from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES  # noqa: F401 - re-exported (old path)
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, stable_id
 from trajforge.tasks.verify import PlanRejected, replay_reference, verified
 
-HELDOUT_COUNTRIES: tuple[str, ...] = ("Portugal", "Austria")
-HELDOUT_CATEGORIES: tuple[str, ...] = ("Garden", "Toys")
-
 EntityKind = Literal["city", "country", "category", "product"]
 AnswerKind = Literal["number", "name", "list"]
 
 
-def entity_values(kind: EntityKind, heldout: bool) -> tuple[str, ...]:
-    """The values of one entity kind in the held-out (or the seen) partition.
+def entity_values(kind: EntityKind, heldout: bool, world: int = 0) -> tuple[str, ...]:
+    """The values of one entity kind in the held-out (or the seen) partition of ``world``.
 
     Cities follow their country and products their category, so a held-out city or product
-    never leaks into a train task through a related entity.
+    never leaks into a train task through a related entity. A world > 0 holds no held-out value,
+    so its held-out partition is empty and its seen one is all of it.
     """
+    w = retail_world(world)
     if kind == "country":
-        return tuple(c for c in COUNTRIES if (c in HELDOUT_COUNTRIES) == heldout)
+        return tuple(c for c in w.countries if (c in HELDOUT_COUNTRIES) == heldout)
     if kind == "city":
-        return tuple(c for c, k in CITIES.items() if (k in HELDOUT_COUNTRIES) == heldout)
+        return tuple(c for c, k in w.cities.items() if (k in HELDOUT_COUNTRIES) == heldout)
     if kind == "category":
-        return tuple(c for c in ALL_CATEGORIES if (c in HELDOUT_CATEGORIES) == heldout)
+        return tuple(c for c in w.categories if (c in HELDOUT_CATEGORIES) == heldout)
     if kind == "product":
-        return tuple(p for p, c in PRODUCTS.items() if (c in HELDOUT_CATEGORIES) == heldout)
+        return tuple(p for p, c in w.products.items() if (c in HELDOUT_CATEGORIES) == heldout)
     raise ValueError(f"unknown entity kind {kind!r}")
 
 
@@ -89,10 +93,14 @@ class Template:
 
     @property
     def schema_calls(self) -> tuple[ToolCall, ...]:
+        return self.schema_calls_in(0)
+
+    def schema_calls_in(self, world: int) -> tuple[ToolCall, ...]:
+        """The schema discovery calls in ``world`` (the described table under its name there)."""
         if self.describe is None:
             return ()
         return (ToolCall(name="list_tables"),
-                ToolCall(name="describe_table", arguments={"table": self.describe}))
+                ToolCall(name="describe_table", arguments={"table": retail_world(world).sql(self.describe)}))
 
 
 # Joins used by several templates, spelled once.
@@ -238,9 +246,14 @@ TEMPLATES: tuple[Template, ...] = (
 )
 TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
 
-def task_id(template: Template, entities: dict[str, str], db_seed: int) -> str:
+def task_id(template: Template, entities: dict[str, str], db_seed: int, world: int = 0) -> str:
     """Stable id: same template, entities and database give the same id on any machine."""
-    return stable_id("sql", template.id, [entities, db_seed])
+    return stable_id("sql", template.id, _id_key(entities, db_seed, world))
+
+
+def _id_key(entities: dict[str, str], db_seed: int, world: int) -> list:
+    # World 0 keeps the key it always had, so its ids are those of pools made before worlds.
+    return [entities, db_seed, world] if world else [entities, db_seed]
 
 
 def generate_sql_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
@@ -252,13 +265,15 @@ def generate_sql_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
     return generator(db_seed)(n, seed)
 
 
-def generator(db_seed: int = 0) -> TemplateGenerator[Template]:
-    """The SQL templates on the skeleton: listed order; a template leaves the rotation once its
-    whole entity space has been drawn, so a small space can't loop forever on duplicates."""
+def generator(db_seed: int = 0, world: int = 0) -> TemplateGenerator[Template]:
+    """The SQL templates on the skeleton (in ``world``): listed order; a template leaves the
+    rotation once its whole entity space has been drawn, so a small space can't loop forever on
+    duplicates."""
     return TemplateGenerator(
-        templates=TEMPLATES, draw=draw_entities, space=_space_size,
-        task_id=lambda t, e: task_id(t, e, db_seed),
-        build=lambda t, e, split: build_task(t, e, split, db_seed))
+        templates=TEMPLATES, draw=lambda t, rng, heldout: draw_entities(t, rng, heldout, world),
+        space=lambda t, heldout: _space_size(t, heldout, world),
+        task_id=lambda t, e: task_id(t, e, db_seed, world),
+        build=lambda t, e, split: build_task(t, e, split, db_seed, world))
 
 
 EXEC_ENV = "sql-exec"
@@ -269,22 +284,28 @@ _ANSWER_FORMAT = re.compile(r"\s*Answer with [^.?!]*[.?!]\s*$")
 
 def generate_sql_exec_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
     """``n`` verified ``sql-exec`` tasks (the templates' questions, answered by a query)."""
+    return exec_generator(db_seed)(n, seed)
+
+
+def exec_generator(db_seed: int = 0, world: int = 0) -> TemplateGenerator[Template]:
+    """The ``sql-exec`` templates on the skeleton (in ``world``)."""
     return TemplateGenerator(
-        templates=EXEC_TEMPLATES, draw=draw_entities, space=_space_size,
-        task_id=lambda t, e: stable_id(EXEC_ENV, t.id, [e, db_seed]),
-        build=lambda t, e, split: build_exec_task(t, e, split, db_seed))(n, seed)
+        templates=EXEC_TEMPLATES, draw=lambda t, rng, heldout: draw_entities(t, rng, heldout, world),
+        space=lambda t, heldout: _space_size(t, heldout, world),
+        task_id=lambda t, e: stable_id(EXEC_ENV, t.id, _id_key(e, db_seed, world)),
+        build=lambda t, e, split: build_exec_task(t, e, split, db_seed, world))
 
 
 def build_exec_task(template: Template, entities: dict[str, str], split: Split,
-                    db_seed: int = 0) -> Task | str:
+                    db_seed: int = 0, world: int = 0) -> Task | str:
     """The template's task for ``sql-exec``: its reference up to the last query, then
     ``submit_query`` of that query; verified (expected = the query's whole result)."""
-    task = build_task(template, entities, split, db_seed)
+    task = build_task(template, entities, split, db_seed, world)
     if isinstance(task, str):
         return task
     calls = task.reference[:-1]
     probe = task.model_copy(update={
-        "id": stable_id(EXEC_ENV, template.id, [entities, db_seed]), "env": EXEC_ENV,
+        "id": stable_id(EXEC_ENV, template.id, _id_key(entities, db_seed, world)), "env": EXEC_ENV,
         "prompt": _ANSWER_FORMAT.sub("", task.prompt), "reference": (), "expected": None,
         "reasoning": (), "toolset_fingerprint": None})
     submit = ToolCall(name="submit_query", arguments={"query": calls[-1].arguments["query"]})
@@ -295,14 +316,14 @@ def build_exec_task(template: Template, entities: dict[str, str], split: Split,
     return done
 
 
-def draw_entities(template: Template, rng: random.Random, heldout: bool) -> dict[str, str]:
-    return {k: rng.choice(entity_values(k, heldout)) for k in template.slots}
+def draw_entities(template: Template, rng: random.Random, heldout: bool, world: int = 0) -> dict[str, str]:
+    return {k: rng.choice(entity_values(k, heldout, world)) for k in template.slots}
 
 
-def _space_size(template: Template, heldout: bool) -> int:
+def _space_size(template: Template, heldout: bool, world: int = 0) -> int:
     size = 1
     for kind in template.slots:
-        size *= len(entity_values(kind, heldout))
+        size *= len(entity_values(kind, heldout, world))
     return size
 
 
@@ -312,16 +333,17 @@ def _answer_values(expected: object) -> set[str]:
 
 
 def build_task(template: Template, entities: dict[str, str], split: Split,
-               db_seed: int = 0) -> Task | str:
-    """Execute the template's reference and return the verified Task, or a drop reason."""
-    probe = Task(id=task_id(template, entities, db_seed), env="sql",
+               db_seed: int = 0, world: int = 0) -> Task | str:
+    """Execute the template's reference (in ``world``) and return the verified Task, or a drop
+    reason."""
+    probe = Task(id=task_id(template, entities, db_seed, world), env="sql",
                  prompt=template.prompt.format(**entities), tier=template.tier, split=split,
                  template=template.id, reference=(), expected=None, entities=entities,
-                 seed=db_seed)
+                 seed=db_seed, world=world)
     env = SqlEnv()
     env.reset(probe)
     try:
-        outcome = _run_reference(env, template, entities)
+        outcome = _run_reference(env, template, entities, world)
     finally:
         env.close()
     if isinstance(outcome, str):
@@ -340,17 +362,18 @@ def build_task(template: Template, entities: dict[str, str], split: Split,
     return task.model_copy(update={"reasoning": tuple(reasoning_for(task, i) for i in range(len(task.reference)))})
 
 
-def _run_reference(env: SqlEnv, template: Template, entities: dict[str, str]
+def _run_reference(env: SqlEnv, template: Template, entities: dict[str, str], world: int = 0
                    ) -> tuple[list[ToolCall], list[list[str]]] | str:
     """Run schema calls and queries; returns (calls, last rows) or a drop reason."""
-    calls = list(template.schema_calls)
+    calls = list(template.schema_calls_in(world))
     for call in calls:
         if not env.execute(call).ok:
             return "reference_error"
     rows: list[list[str]] = []
     prev = ""
+    names = retail_world(world)
     for fmt in template.sql:
-        query = fmt.format(**entities, prev=prev)
+        query = names.sql(fmt.format(**entities, prev=prev))  # renamed after filling: values stay
         result = env.execute(ToolCall(name="run_sql", arguments={"query": query}))
         if not result.ok:
             return "reference_error"
@@ -400,8 +423,8 @@ def reasoning_for(task: Task, call_index: int) -> str:
                          f"not {call_index + 1}")
     if call_index == len(task.reference) - 1 and task.reference[call_index].name == "submit_query":
         return plain_reasoning(task.reference[call_index])  # the answer is the query's result
-    return template.reasoning[call_index].format(**task.entities,
-                                                 answer=_answer_text(task.expected))
+    words = retail_world(task.world).prose(template.reasoning[call_index])  # its tables' names
+    return words.format(**task.entities, answer=_answer_text(task.expected))
 
 
 def plain_reasoning(call: ToolCall) -> str:
@@ -428,6 +451,6 @@ def _answer_text(expected: object) -> str:
 
 __all__ = [
     "EXEC_TEMPLATES", "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_exec_task",
-    "build_task", "draw_entities", "entity_values", "generate_sql_exec_tasks", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
+    "build_task", "draw_entities", "entity_values", "exec_generator", "generate_sql_exec_tasks", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
     "task_id",
 ]

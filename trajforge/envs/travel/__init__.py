@@ -1,8 +1,9 @@
 """The ``travel`` environment: search and book flights and hotels, check forecasts, then finish.
 
 ``env`` (TravelEnv and its tool output formats), ``catalog`` (the seeded world: cities, daily
-flights, hotels, weather), ``tasks`` (booking templates whose plans run against the catalog and
-through the tools, held-out cities, days, templates and tool combinations).
+flights, hotels, weather), ``cities`` (world 0's cities and the pool other worlds draw theirs
+from), ``tasks`` (booking templates whose plans run against the catalog and through the tools,
+held-out cities, days, templates and tool combinations).
 """
 
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
@@ -10,9 +11,9 @@ from trajforge.envs.registry import EnvSpec
 from trajforge.envs.travel.mistakes import travel_mistakes
 from trajforge.envs.travel.failures import wrong_answer_kind
 from trajforge.envs.travel.env import TravelEnv
-from trajforge.envs.travel.tasks import generate_travel_tasks
+from trajforge.envs.travel.tasks import generate_travel_tasks, generator
 
-SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks,
+SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks, world_generator=lambda w: generator(0, w),
                summary="book flights and hotels against a seeded catalog of 20 cities",
                wrong_answer=wrong_answer_kind,
                mistakes=travel_mistakes)

@@ -1,6 +1,7 @@
 """The travel world: cities, a daily flight schedule, hotels and forecasts, all from one seed.
 
-``catalog(seed)`` returns an immutable ``Catalog``. Everything is derived from string-seeded
+``catalog(seed, world=0)`` returns an immutable ``Catalog``; its cities are world ``world``'s
+(``cities.py``: world 0 is the list below, another world draws from a larger pool). Everything is derived from string-seeded
 ``random.Random`` instances (sha512 of the string, so independent of ``PYTHONHASHSEED``): the
 same seed gives the same flights, prices, rooms and weather on any machine, and a task generated
 today still has the same right answer tomorrow.
@@ -28,65 +29,13 @@ import random
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from trajforge.envs.travel.cities import CARRIERS, CITIES, City, carriers, world_cities  # noqa: F401 - re-exported
+
 FIRST_DAY = date(2026, 12, 1)
 DAYS = 28
 """Days the schedule covers, from FIRST_DAY."""
 CURRENCY = "CNY"
 
-
-@dataclass(frozen=True)
-class City:
-    name: str
-    code: str
-    """IATA city code (BJS, SHA, ...); tools accept it in place of the name."""
-    country: str
-    lat: float
-    lon: float
-    cost: float
-    """Hotel price level (1.0 = Beijing)."""
-    rain: float
-    """December probability of a wet day."""
-    temp: float
-    """December mean daily high, degrees C."""
-
-
-CITIES: tuple[City, ...] = (
-    City("Beijing", "BJS", "China", 39.9, 116.4, 1.0, 0.08, 2),
-    City("Shanghai", "SHA", "China", 31.2, 121.5, 1.1, 0.30, 10),
-    City("Guangzhou", "CAN", "China", 23.1, 113.3, 0.9, 0.15, 19),
-    City("Shenzhen", "SZX", "China", 22.5, 114.1, 1.0, 0.15, 20),
-    City("Chengdu", "CTU", "China", 30.7, 104.1, 0.8, 0.25, 10),
-    City("Wuhan", "WUH", "China", 30.6, 114.3, 0.75, 0.25, 9),
-    City("Nanjing", "NKG", "China", 32.1, 118.8, 0.8, 0.30, 8),
-    City("Chongqing", "CKG", "China", 29.6, 106.5, 0.75, 0.35, 11),
-    City("Hangzhou", "HGH", "China", 30.3, 120.2, 0.95, 0.35, 10),
-    City("Xi'an", "XIY", "China", 34.3, 108.9, 0.75, 0.12, 6),
-    City("Tokyo", "TYO", "Japan", 35.7, 139.7, 1.5, 0.20, 12),
-    City("Seoul", "SEL", "South Korea", 37.6, 127.0, 1.3, 0.15, 4),
-    City("Singapore", "SIN", "Singapore", 1.35, 103.8, 1.6, 0.55, 30),
-    City("Bangkok", "BKK", "Thailand", 13.8, 100.5, 0.9, 0.12, 31),
-    City("Dubai", "DXB", "United Arab Emirates", 25.3, 55.3, 1.7, 0.06, 24),
-    City("London", "LON", "United Kingdom", 51.5, -0.1, 1.9, 0.50, 8),
-    City("Paris", "PAR", "France", 48.9, 2.35, 1.8, 0.45, 8),
-    City("Frankfurt", "FRA", "Germany", 50.1, 8.7, 1.5, 0.40, 5),
-    City("New York", "NYC", "United States", 40.7, -74.0, 2.0, 0.30, 7),
-    City("Sydney", "SYD", "Australia", -33.9, 151.2, 1.6, 0.25, 25),
-)
-
-CARRIERS: dict[str, tuple[tuple[str, str], ...]] = {
-    "China": (("CA", "Air China"), ("MU", "China Eastern"), ("CZ", "China Southern"),
-              ("HU", "Hainan Airlines")),
-    "Japan": (("NH", "ANA"), ("JL", "Japan Airlines")),
-    "South Korea": (("KE", "Korean Air"), ("OZ", "Asiana Airlines")),
-    "Singapore": (("SQ", "Singapore Airlines"),),
-    "Thailand": (("TG", "Thai Airways"),),
-    "United Arab Emirates": (("EK", "Emirates"),),
-    "United Kingdom": (("BA", "British Airways"),),
-    "France": (("AF", "Air France"),),
-    "Germany": (("LH", "Lufthansa"),),
-    "United States": (("UA", "United Airlines"),),
-    "Australia": (("QF", "Qantas"),),
-}
 
 _HOTEL_WORDS = ("Grand", "Riverside", "Garden", "Central", "Harbour", "Imperial", "Lotus",
                 "Skyline", "Orchid", "Palace", "Jade", "Park", "Silk Road", "Lantern")
@@ -175,17 +124,20 @@ def _distance_km(a: City, b: City) -> float:
 class Catalog:
     """The whole travel world for one seed. Immutable: bookings live in the environment."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, world: int = 0):
         self.seed = seed
-        self.cities = CITIES
-        self._by_key = {k.casefold(): c for c in CITIES for k in (c.name, c.code)}
+        self.world = world
+        self.cities = world_cities(world)
+        self._by_key = {k.casefold(): c for c in self.cities for k in (c.name, c.code)}
         self.schedule = self._build_schedule()
         self._by_number = {f.number: f for flights in self.schedule.values() for f in flights}
-        self.hotels = {c.name: self._build_hotels(c) for c in CITIES}
+        self.hotels = {c.name: self._build_hotels(c) for c in self.cities}
         self._hotel_by_id = {h.id: h for hs in self.hotels.values() for h in hs}
 
     def _rng(self, *parts: object) -> random.Random:
-        return random.Random("|".join(map(str, (self.seed, *parts))))
+        # World 0 keeps the streams it always had; another world's are its own.
+        head = (self.seed, f"world{self.world}") if self.world else (self.seed,)
+        return random.Random("|".join(map(str, (*head, *parts))))
 
     # ---- lookups ----------------------------------------------------------------------------
 
@@ -247,18 +199,18 @@ class Catalog:
     def _build_schedule(self) -> dict[tuple[str, str], tuple[ScheduledFlight, ...]]:
         used: set[str] = set()
         schedule = {}
-        for a in CITIES:
-            for b in CITIES:
+        for a in self.cities:
+            for b in self.cities:
                 if a is b:
                     continue
                 rng = self._rng("route", a.code, b.code)
                 km = _distance_km(a, b)
-                carriers = list(dict.fromkeys(CARRIERS[a.country] + CARRIERS[b.country]))
+                airlines = list(dict.fromkeys(carriers(a.country) + carriers(b.country)))
                 count = rng.randint(4, 6) if a.country == b.country else rng.randint(2, 4)
                 departs = sorted(rng.sample(range(6 * 12, 22 * 12), count))  # 5-minute slots
                 flights = []
                 for slot in departs:
-                    code, name = rng.choice(carriers)
+                    code, name = rng.choice(airlines)
                     number = f"{code}{rng.randint(100, 9899)}"
                     while number in used:  # flight numbers are unique across routes
                         number = f"{code}{rng.randint(100, 9899)}"
@@ -282,6 +234,6 @@ class Catalog:
 
 
 @functools.lru_cache(maxsize=8)
-def catalog(seed: int = 0) -> Catalog:
-    """The (immutable, so shareable) catalog for ``seed``."""
-    return Catalog(seed)
+def catalog(seed: int = 0, world: int = 0) -> Catalog:
+    """The (immutable, so shareable) catalog for ``seed`` in ``world`` (``cities.world_cities``)."""
+    return Catalog(seed, world)

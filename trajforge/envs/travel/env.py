@@ -1,6 +1,6 @@
 """Travel environment: search and book flights and hotels, check the weather, then ``finish``.
 
-The world (cities, daily flights, hotels, forecasts) is ``travel_catalog.catalog(task.seed)``;
+The world (cities, daily flights, hotels, forecasts) is ``travel_catalog.catalog(task.seed, task.world)``;
 the episode state is what the agent changed: its bookings and the seats/rooms they took. Booking
 a flight takes a seat, so a flight with one seat left is sold out for the next booking, and
 cancelling gives it back. ``snapshot``/``restore`` cover all of it through ``state_fields``.
@@ -111,7 +111,7 @@ class TravelEnv(Environment):
 
     def reset(self, task: Task) -> str:
         super().reset(task)
-        self.world = catalog(task.seed)
+        self.world = catalog(task.seed, task.world)
         self.bookings, self.taken, self.summary = [], {}, None
         for spec in task.entities.get("existing", ()):
             try:

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from trajforge.envs.travel.catalog import CITIES, Catalog, catalog, clock
+from trajforge.envs.travel.catalog import Catalog, catalog, clock
+from trajforge.envs.travel.cities import HELDOUT_CITIES, world_cities
 from trajforge.envs.travel.env import TravelEnv
 from trajforge.envs.travel.plans import (CatalogView, ToolView, View, plan_cheapest_flight, plan_flight_before_under,
                                          plan_hotel_stars, plan_latest_before, plan_multi_leg, plan_rebook_flight,
@@ -46,7 +47,10 @@ from trajforge.tasks.splits import drop_combo_leaks
 from trajforge.tasks.templates import Drop, TemplateGenerator, stable_id
 from trajforge.tasks.verify import replay_reference
 
-HELDOUT_CITIES: tuple[str, ...] = ("Hangzhou", "Xi'an", "Seoul", "Dubai", "Sydney")
+# Worlds (``cities.py``): ``generator(world_seed, world)`` draws the same templates among another
+# world's cities, flights and hotels, for the train split of a pool drawn across worlds
+# (``trajforge.tasks.worlds``). Days, passengers and hotel names are the same in every world.
+
 SEEN_DAYS: tuple[str, ...] = tuple(str(date(2026, 12, d)) for d in range(1, 15))
 HELDOUT_DAYS: tuple[str, ...] = tuple(str(date(2026, 12, d)) for d in range(15, 22))
 HELDOUT_TOOL_GROUPS: tuple[frozenset[str], ...] = (
@@ -140,8 +144,10 @@ def plan_tier(calls: tuple[ToolCall, ...] | list[ToolCall], branching: bool) -> 
 
 # ---- drawing entities -------------------------------------------------------------------------
 
-def city_values(heldout: bool) -> tuple[str, ...]:
-    return tuple(c.name for c in CITIES if (c.name in HELDOUT_CITIES) == heldout)
+def city_values(heldout: bool, world: int = 0) -> tuple[str, ...]:
+    """The cities of ``world`` in the held-out (or the seen) partition; a world > 0 has no
+    held-out city."""
+    return tuple(c.name for c in world_cities(world) if (c.name in HELDOUT_CITIES) == heldout)
 
 
 def day_values(heldout: bool) -> tuple[str, ...]:
@@ -152,7 +158,7 @@ def draw_entities(template: Template, rng: random.Random, heldout: bool, world: 
                   ) -> dict[str, Any]:
     """Random slot values from the split's partition (plus constraints read off the catalog)."""
     e: dict[str, Any] = {}
-    cities = rng.sample(city_values(heldout), 3)
+    cities = rng.sample(city_values(heldout, world.world), 3)
     for slot, city in zip([s for s in template.slots if s in CITY_SLOTS], cities):
         e[slot] = city
     days = day_values(heldout)
@@ -218,22 +224,24 @@ def _hotels_with_rooms(world: Catalog, city: str, day: str, nights: int) -> list
 
 # ---- building and generating --------------------------------------------------------------
 
-def task_id(template: Template, entities: dict[str, Any], seed: int) -> str:
-    """Stable id: same template, entities and catalog give the same id on any machine."""
-    return stable_id("travel", template.id, [entities, seed])
+def task_id(template: Template, entities: dict[str, Any], seed: int, world: int = 0) -> str:
+    """Stable id: same template, entities and catalog give the same id on any machine (world 0
+    keeps the key it had before worlds)."""
+    return stable_id("travel", template.id, [entities, seed, world] if world else [entities, seed])
 
 
-def build_task(template: Template, entities: dict[str, Any], split: Split, world_seed: int = 0
-               ) -> Task | str:
-    """Plan the instance against the catalog and through the tools; the Task or a drop reason."""
+def build_task(template: Template, entities: dict[str, Any], split: Split, world_seed: int = 0,
+               world: int = 0) -> Task | str:
+    """Plan the instance against the catalog (of ``world``) and through the tools; the Task or a
+    drop reason."""
     if template.existing and not entities.get("existing"):
         return "no_option"
-    world = catalog(world_seed)
-    probe = Task(id=task_id(template, entities, world_seed), env="travel",
+    cat = catalog(world_seed, world)
+    probe = Task(id=task_id(template, entities, world_seed, world), env="travel",
                  prompt=template.prompt.format(**entities), tier="easy", split=split,
                  template=template.id, reference=(), expected=None, entities=entities,
-                 seed=world_seed)
-    truth = CatalogView(world, entities.get("existing", []))
+                 seed=world_seed, world=world)
+    truth = CatalogView(cat, entities.get("existing", []))
     try:
         template.plan(truth, entities)
     except Drop as d:
@@ -273,16 +281,16 @@ def generate_travel_tasks(n: int, seed: int = 0, world_seed: int = 0) -> SynthRe
     return generator(world_seed)(n, seed)
 
 
-def generator(world_seed: int = 0) -> TemplateGenerator[Template]:
-    """The travel templates on the skeleton: held-out templates stand twice in the held-out
-    rotation (unseen templates and combinations are ~40% of heldout); a candidate budget bounds
-    the loop, since entity spaces are too large to exhaust."""
-    world = catalog(world_seed)
+def generator(world_seed: int = 0, world: int = 0) -> TemplateGenerator[Template]:
+    """The travel templates on the skeleton (in ``world``): held-out templates stand twice in the
+    held-out rotation (unseen templates and combinations are ~40% of heldout); a candidate budget
+    bounds the loop, since entity spaces are too large to exhaust."""
+    cat = catalog(world_seed, world)
     return TemplateGenerator(
         templates=TEMPLATES, heldout_repeat=2, budget=lambda wanted: 60 * wanted + 100,
-        draw=lambda t, rng, heldout: draw_entities(t, rng, heldout, world),
-        task_id=lambda t, e: task_id(t, e, world_seed),
-        build=lambda t, e, split: build_task(t, e, split, world_seed),
+        draw=lambda t, rng, heldout: draw_entities(t, rng, heldout, cat),
+        task_id=lambda t, e: task_id(t, e, world_seed, world),
+        build=lambda t, e, split: build_task(t, e, split, world_seed, world),
         finish=_drop_combo_leaks)
 
 

@@ -1,7 +1,7 @@
 """The ``web`` environment: shop and book classes on a seeded site through a text browser.
 
 ``env`` (WebEnv: open, click, type, submit, find, read over loopback HTTP), ``shop/`` (the site:
-catalog, per-session state, pages, server, goals), ``templates`` and ``tasks`` (browsed,
+catalog, its worlds, per-session state, pages, server, goals), ``templates`` and ``tasks`` (browsed,
 replayed and verified shopping and booking tasks).
 """
 
@@ -10,9 +10,9 @@ from trajforge.envs.registry import EnvSpec
 from trajforge.envs.web.mistakes import web_mistakes
 from trajforge.envs.web.failures import wrong_answer_kind
 from trajforge.envs.web.env import WebEnv
-from trajforge.envs.web.tasks import generate_web_tasks
+from trajforge.envs.web.tasks import generate_web_tasks, generator
 
-SPEC = EnvSpec(name="web", env=WebEnv, generate=generate_web_tasks,
+SPEC = EnvSpec(name="web", env=WebEnv, generate=generate_web_tasks, world_generator=lambda w: generator(0, w),
                summary="shop and book classes on a seeded site through a text browser",
                wrong_answer=wrong_answer_kind,
                mistakes=web_mistakes)

@@ -94,13 +94,13 @@ class WebEnv(Environment):
     # ---- episode lifecycle ------------------------------------------------------------------
 
     def reset(self, task: Task) -> str:
-        """Open a fresh shop session for ``task.seed`` and load the home page."""
+        """Open a fresh shop session for ``task.seed`` (in ``task.world``) and load the home page."""
         super().reset(task)
         self.close()
         if task.expected is not None:
             read_goal(task.expected)  # a malformed goal is a broken task: fail before the model acts
         self._server = shared_server()
-        self._sid = self._server.open_session(task.seed)
+        self._sid = self._server.open_session(task.seed, task.world)
         self._final = None
         self._http = httpx.Client(base_url=self._server.base_url, cookies={COOKIE: self._sid},
                                   follow_redirects=True, trust_env=False, timeout=self.timeout_s,

@@ -49,9 +49,10 @@ MAX_MISSES = 60
 """A template leaves the rotation after this many candidates in a row that were not kept."""
 
 
-def task_id(template: Template, entities: dict[str, Any], site_seed: int) -> str:
-    """Stable id: same template, entities and site give the same id on any machine."""
-    return stable_id("web", template.id, [entities, site_seed])
+def task_id(template: Template, entities: dict[str, Any], site_seed: int, world: int = 0) -> str:
+    """Stable id: same template, entities and site give the same id on any machine (world 0 keeps
+    the key it had before worlds)."""
+    return stable_id("web", template.id, [entities, site_seed, world] if world else [entities, site_seed])
 
 
 def heldout_values(site_seed: int = 0) -> set[str]:
@@ -71,16 +72,16 @@ def generate_web_tasks(n: int, seed: int = 0, site_seed: int = 0) -> SynthReport
     return generator(site_seed)(n, seed)
 
 
-def generator(site_seed: int = 0) -> TemplateGenerator[Template]:
-    """The web templates on the skeleton, tier-interleaved; a template leaves the rotation after
-    ``MAX_MISSES`` candidates in a row that were not kept (its entity space is used up, or never
-    fits)."""
-    catalog = build_catalog(site_seed)
+def generator(site_seed: int = 0, world: int = 0) -> TemplateGenerator[Template]:
+    """The web templates on the skeleton (in ``world``'s shop, ``shop/worlds.py``),
+    tier-interleaved; a template leaves the rotation after ``MAX_MISSES`` candidates in a row that
+    were not kept (its entity space is used up, or never fits)."""
+    catalog = build_catalog(site_seed, world)
     pools = {heldout: Pools(catalog, heldout) for heldout in (False, True)}
     return TemplateGenerator(
         templates=TEMPLATES, interleave=True, max_misses=MAX_MISSES,
         draw=lambda t, rng, heldout: t.draw(rng, pools[heldout]),
-        task_id=lambda t, e: task_id(t, e, site_seed),
+        task_id=lambda t, e: task_id(t, e, site_seed, world),
         build=lambda t, e, split: build_task(t, e, split, pools[split == "heldout"]))
 
 
@@ -94,10 +95,10 @@ def build_task(template: Template, entities: dict[str, Any], split: Split, pools
         return d.reason
     if not pools.heldout and _leaks(goal, catalog):
         return "heldout_leak"
-    probe = Task(id=task_id(template, entities, catalog.seed), env="web",
+    probe = Task(id=task_id(template, entities, catalog.seed, catalog.world), env="web",
                  prompt=template.prompt.format(**entities), tier=template.tier, split=split,
                  template=template.id, reference=(), expected=goal.model_dump(),
-                 entities=entities, seed=catalog.seed)
+                 entities=entities, seed=catalog.seed, world=catalog.world)
     env = WebEnv(seed=catalog.seed)
     env.reset(probe)
     planner = Planner(env, catalog)

@@ -25,25 +25,17 @@ from typing import Any
 
 from trajforge.envs.web.env import WebEnv
 from trajforge.envs.web.shop.catalog import (
-    CATEGORIES,
-    CITIES,
-    FIRST_NAMES,
-    LAST_NAMES,
-    STREETS,
     Catalog,
     Product,
     WorkshopClass,
-    category_spec,
+    world_names,
 )
 from trajforge.envs.web.shop.goals import Address, BookingGoal, ItemGoal, OrderGoal
 from trajforge.envs.web.shop.site import filter_products
 from trajforge.envs.web.shop.state import SHIPPING
 from trajforge.schema import Tier
+from trajforge.envs.web.shop.worlds import HELDOUT_BRANDS, HELDOUT_CATEGORIES, HELDOUT_CLASSES
 from trajforge.tasks.templates import Drop, Recorder
-
-HELDOUT_CATEGORIES: tuple[str, ...] = ("Water Bottles", "Wrist Watches")
-HELDOUT_BRANDS: tuple[str, ...] = ("Solano", "Marlowe")
-HELDOUT_CLASSES: tuple[str, ...] = ("Sourdough Baking", "Knife Skills")
 
 Goal = OrderGoal | BookingGoal
 
@@ -62,7 +54,7 @@ class Pools:
         return [p for p in self.catalog.products if self.is_heldout(p) == self.heldout and where(p)]
 
     def categories(self) -> list[str]:
-        return [c for c in CATEGORIES if (c in HELDOUT_CATEGORIES) == self.heldout]
+        return [c for c in self.catalog.categories if (c in HELDOUT_CATEGORIES) == self.heldout]
 
     def classes(self) -> list[WorkshopClass]:
         return [c for c in self.catalog.classes if (c.name in HELDOUT_CLASSES) == self.heldout]
@@ -109,10 +101,12 @@ class Template:
 
 # ---- shared steps -----------------------------------------------------------------------------
 
-def person(rng: random.Random) -> dict[str, str]:
-    first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+def person(rng: random.Random, world: int = 0) -> dict[str, str]:
+    """Someone to ship to or book for, with names and places of ``world``."""
+    names = world_names(world)
+    first, last = rng.choice(names.first_names), rng.choice(names.last_names)
     return {"name": f"{first} {last}", "email": f"{first}.{last}@example.com".lower(),
-            "address": f"{rng.randint(1, 99)} {rng.choice(STREETS)}", "city": rng.choice(CITIES)}
+            "address": f"{rng.randint(1, 99)} {rng.choice(names.streets)}", "city": rng.choice(names.cities)}
 
 
 def _price(x: float) -> str:
@@ -269,7 +263,7 @@ def _pick_listing(p: Planner, e: dict[str, Any], filters: dict[str, str], sort_l
 
 def _draw_category_color(rng: random.Random, pools: Pools) -> dict[str, Any]:
     category = rng.choice(pools.categories())
-    return {"category": category, "color": rng.choice(category_spec(category).colors)}
+    return {"category": category, "color": rng.choice(pools.catalog.category_spec(category).colors)}
 
 
 def _goal_cheapest_color(catalog: Catalog, e: dict[str, Any], sort: str = "price_asc"
@@ -295,7 +289,7 @@ def _plan_cheapest_color(p: Planner, e: dict[str, Any], goal: Goal, sort: str = 
 def _draw_category_brand(rng: random.Random, pools: Pools) -> dict[str, Any]:
     # Held out when the category or the brand is: (Water Bottles, Altura) and (Yoga Mats,
     # Solano) are both held-out pairs.
-    pairs = [(c, b) for c in CATEGORIES for b in sorted({p.brand for p in
+    pairs = [(c, b) for c in pools.catalog.categories for b in sorted({p.brand for p in
                                                          pools.catalog.in_category(c)})
              if (c in HELDOUT_CATEGORIES or b in HELDOUT_BRANDS) == pools.heldout]
     category, brand = rng.choice(pairs)
@@ -347,7 +341,7 @@ def _plan_budget(p: Planner, e: dict[str, Any], goal: Goal) -> None:
 
 
 def _draw_gift(rng: random.Random, pools: Pools) -> dict[str, Any]:
-    return _draw_category_color(rng, pools) | {f"to_{k}": v for k, v in person(rng).items()
+    return _draw_category_color(rng, pools) | {f"to_{k}": v for k, v in person(rng, pools.catalog.world).items()
                                                if k != "email"}
 
 
@@ -387,7 +381,7 @@ def _draw_two_cheapest(rng: random.Random, pools: Pools) -> dict[str, Any]:
     # The first category comes from the partition; in the held-out split the second may be any
     # other (two held-out categories alone would allow only two tasks).
     first = rng.choice(pools.categories())
-    second = rng.choice([c for c in (CATEGORIES if pools.heldout else pools.categories())
+    second = rng.choice([c for c in (pools.catalog.categories if pools.heldout else pools.categories())
                          if c != first])
     return {"category": first, "category2": second}
 
@@ -417,7 +411,7 @@ def _plan_two_cheapest(p: Planner, e: dict[str, Any], goal: Goal) -> None:
 def _draw_booking(rng: random.Random, pools: Pools) -> dict[str, Any]:
     workshop = rng.choice(pools.classes())
     session = rng.choice(workshop.sessions)
-    who = person(rng)
+    who = person(rng, pools.catalog.world)
     seats = rng.randint(1, 3)
     return {"class": workshop.name, "session": session.label, "seats": seats,
             "seats_text": f"{seats} seat" + ("s" if seats > 1 else ""), "name": who["name"],
@@ -457,7 +451,7 @@ def _plan_booking(p: Planner, e: dict[str, Any], goal: Goal, why_session: str = 
 
 def _draw_earliest(rng: random.Random, pools: Pools) -> dict[str, Any]:
     workshop = rng.choice(pools.classes())
-    who = person(rng)
+    who = person(rng, pools.catalog.world)
     return {"class": workshop.name, "seats": rng.randint(2, 4), "name": who["name"],
             "email": who["email"]}
 

@@ -7,6 +7,9 @@ and classes are the same names for every seed, and task generators can hold them
 
 Vocabulary values never contain quotes, commas or ampersands, so they read cleanly in prompts,
 URLs and search queries.
+
+``build_catalog(seed, world)`` builds the shop of another world (``worlds.py``: other categories,
+brands, models, classes and names, drawn from larger pools); world 0 is exactly the shop above.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import re
 from datetime import date, timedelta
 
 from pydantic import BaseModel, ConfigDict
+
+from trajforge.envs.web.shop.worlds import ShopNames, shop_names
 
 
 class CategorySpec(BaseModel):
@@ -143,7 +148,7 @@ class Account(BaseModel):
 
 
 class Catalog(BaseModel):
-    """Everything the shop sells for one seed."""
+    """Everything the shop sells for one seed (in one world)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -151,6 +156,18 @@ class Catalog(BaseModel):
     products: tuple[Product, ...]
     classes: tuple[WorkshopClass, ...]
     account: Account
+    world: int = 0
+    """Which world's vocabularies (``worlds.py``; 0: the ones above)."""
+    specs: tuple[CategorySpec, ...] = CATEGORY_SPECS
+    """The categories this shop sells, in menu order."""
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.specs)
+
+    def category_spec(self, name: str) -> CategorySpec:
+        """A category of this shop by name or slug; KeyError when it sells none such."""
+        return category_spec(name, self.specs)
 
     @functools.cached_property
     def _products_by_id(self) -> dict[str, Product]:
@@ -173,31 +190,53 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def category_spec(name: str) -> CategorySpec:
-    for spec in CATEGORY_SPECS:
+def category_spec(name: str, specs: tuple[CategorySpec, ...] = CATEGORY_SPECS) -> CategorySpec:
+    for spec in specs:
         if spec.name == name or slug(spec.name) == name:
             return spec
     raise KeyError(f"unknown category {name!r}")
 
 
+ORIGINAL_NAMES = ShopNames(
+    categories=tuple(c.model_dump() for c in CATEGORY_SPECS), brands=BRANDS, models=MODELS,
+    classes=CLASS_NAMES, first_names=FIRST_NAMES, last_names=LAST_NAMES, streets=STREETS, cities=CITIES)
+"""World 0's vocabularies, as ``worlds.py`` takes them."""
+
+
+@functools.lru_cache(maxsize=64)
+def world_names(world: int = 0) -> ShopNames:
+    """The vocabularies of ``world`` (0: the ones above)."""
+    return shop_names(world, ORIGINAL_NAMES)
+
+
+def world_specs(world: int = 0) -> tuple[CategorySpec, ...]:
+    """The categories ``world``'s shop sells."""
+    return CATEGORY_SPECS if world == 0 else tuple(CategorySpec(**c) for c in world_names(world).categories)
+
+
 @functools.lru_cache(maxsize=16)
-def build_catalog(seed: int) -> Catalog:
-    """The catalog for ``seed`` (cached: it is immutable and shared by every session)."""
-    rng = random.Random(seed)
-    products = [p for spec in CATEGORY_SPECS for p in _products(rng, spec)]
-    classes = [_workshop(rng, name) for name in CLASS_NAMES]
-    account = Account(name=f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}",
-                      address=f"{rng.randint(1, 99)} {rng.choice(STREETS)}",
-                      city=rng.choice(CITIES))
-    return Catalog(seed=seed, products=tuple(products), classes=tuple(classes), account=account)
+def build_catalog(seed: int, world: int = 0) -> Catalog:
+    """The catalog for ``seed`` in ``world`` (cached: it is immutable and shared by every
+    session). World 0 draws from ``random.Random(seed)`` as it always did; another world from its
+    own stream."""
+    rng = random.Random(seed) if world == 0 else random.Random(f"shop|{seed}|{world}")
+    names = world_names(world)
+    specs = world_specs(world)
+    products = [p for spec in specs for p in _products(rng, spec, names)]
+    classes = [_workshop(rng, name) for name in names.classes]
+    account = Account(name=f"{rng.choice(names.first_names)} {rng.choice(names.last_names)}",
+                      address=f"{rng.randint(1, 99)} {rng.choice(names.streets)}",
+                      city=rng.choice(names.cities))
+    return Catalog(seed=seed, products=tuple(products), classes=tuple(classes), account=account,
+                   world=world, specs=specs)
 
 
-def _products(rng: random.Random, spec: CategorySpec) -> list[Product]:
+def _products(rng: random.Random, spec: CategorySpec, names: ShopNames) -> list[Product]:
     # Distinct (brand, model) pairs keep names unique; the noun keeps them unique across
     # categories.
     pairs: list[tuple[str, str]] = []
     while len(pairs) < PRODUCTS_PER_CATEGORY:
-        pair = (rng.choice(BRANDS), rng.choice(MODELS))
+        pair = (rng.choice(names.brands), rng.choice(names.models))
         if pair not in pairs:
             pairs.append(pair)
     out = []

@@ -59,12 +59,13 @@ class ShopServer:
 
     # ---- sessions -----------------------------------------------------------------------------
 
-    def open_session(self, seed: int) -> str:
-        """A new, empty session shopping in the catalog for ``seed``; returns its cookie value."""
-        build_catalog(seed)  # build outside the lock: the first build of a seed takes a moment
+    def open_session(self, seed: int, world: int = 0) -> str:
+        """A new, empty session shopping in the catalog for ``seed`` (in ``world``); returns its
+        cookie value."""
+        build_catalog(seed, world)  # build outside the lock: the first build of a seed takes a moment
         sid = secrets.token_urlsafe(16)
         with self._lock:
-            self._sessions[sid] = SessionState(seed=seed)
+            self._sessions[sid] = SessionState(seed=seed, world=world)
         return sid
 
     def close_session(self, sid: str) -> None:
@@ -109,7 +110,7 @@ class ShopServer:
             if state is None:
                 return Response(NO_SESSION, "<!doctype html><title>No session</title><p>No shop session: "
                                      "this site is only reachable through its browser.</p>")
-            return handle(build_catalog(state.seed), state, method, unquote(parts.path) or "/",
+            return handle(build_catalog(state.seed, state.world), state, method, unquote(parts.path) or "/",
                           query, form)
 
     def shutdown(self) -> None:

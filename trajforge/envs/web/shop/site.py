@@ -13,7 +13,7 @@ import math
 from typing import NamedTuple
 from urllib.parse import urlencode
 
-from trajforge.envs.web.shop.catalog import (
+from trajforge.envs.web.shop.catalog import (  # noqa: F401 - CATEGORY_SPECS, category_spec re-exported
     CATEGORY_SPECS,
     Catalog,
     ClassSession,
@@ -121,7 +121,7 @@ def _get_page(catalog: Catalog, state: SessionState, parts: list[str],
 
 def _home(catalog: Catalog, state: SessionState) -> str:
     cats = "".join(f'<li><a href="/category/{slug(c.name)}">{_e(c.name)}</a></li>'
-                   for c in CATEGORY_SPECS)
+                   for c in catalog.specs)
     body = (f"<h1>{SHOP_NAME}</h1><p>Signed in as {_e(catalog.account.name)}.</p>"
             f"<h2>Shop by category</h2><ul>{cats}</ul>"
             '<h2>Workshops</h2><p><a href="/classes">Book a class</a> in our workshop room.</p>')
@@ -168,7 +168,7 @@ def search_products(catalog: Catalog, q: str) -> list[Product]:
 
 def _category(catalog: Catalog, state: SessionState, name: str, query: dict[str, str]) -> str:
     try:
-        spec = category_spec(name)
+        spec = catalog.category_spec(name)
     except KeyError:
         raise NotFound from None
     products = catalog.in_category(spec.name)

@@ -72,6 +72,8 @@ class SessionState(BaseModel):
 
     seed: int
     """Which catalog this session shops in."""
+    world: int = 0
+    """Which world that catalog is of (``worlds.py``)."""
     cart: list[CartLine] = Field(default_factory=list)
     orders: list[Order] = Field(default_factory=list)
     bookings: list[Booking] = Field(default_factory=list)
