@@ -31,8 +31,12 @@ sysdeps:
 demo: install
 	$(BIN)/trajforge demo --out runs/demo
 
+# Two workers (CI has 2 cores), a test file per worker at a time: its module fixtures build once.
+# Each worker's torch keeps to one thread (tests/conftest.py), so the two do not fight for cores.
+TEST_WORKERS ?= 2
+
 test: install sysdeps
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -5,6 +5,10 @@ import pytest
 # Tests never touch a hub and keep their cache inside pytest's tmp area.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one worker per core: torch (read at its import) and the processes tests
+    # start keep to one thread each instead of oversubscribing the cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 USED_WITHOUT_IMPORT = {
     "gguf": "transformers reads the embedded model's GGUF file with it (policies/models.py, gguf_file=)",
+    "pytest-xdist": "a pytest plugin: make test runs the suite with -n (Makefile)",
 }
 NOT_DISTRIBUTIONS = {
-    "careless": "a module tests/train/test_devices.py writes into tmp_path and imports",
+    "careless": "a module tests/train/test_device_audit.py writes into tmp_path and imports",
 }
 
 
