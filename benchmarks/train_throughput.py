@@ -133,8 +133,9 @@ class Workload(NamedTuple):
 def sft_config(args, share_prefix: bool):
     from trajforge.train.sft import SFTConfig
 
-    # Every arm takes its LoRA and optimiser numbers from here (LoraSettings' defaults).
-    return SFTConfig(epochs=1.0, replay_share=0.0, batch_size=args.batch, grad_accum=1, max_len=args.max_len,
+    # Every arm takes its LoRA and optimiser numbers from here (LoraSettings' defaults; the lr is
+    # given, since SFT's own would be derived from the model and data: train/defaults.py).
+    return SFTConfig(epochs=1.0, replay_share=0.0, batch_size=args.batch, grad_accum=1, lr=2e-4, max_len=args.max_len,
                      max_steps=args.warmup + args.steps, dtype="float32", device="cpu", seed=args.seed,
                      gradient_checkpointing=args.gradient_checkpointing, share_prefix=share_prefix)
 

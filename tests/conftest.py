@@ -5,6 +5,9 @@ import pytest
 # Tests never touch a hub and keep their cache inside pytest's tmp area.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Rich wraps what the CLI prints at the terminal's width (80 when there is none); a message naming
+# a long tmp path (a worker's is longer) would be cut mid-name, and a test looking for it fail.
+os.environ.setdefault("COLUMNS", "240")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one worker per core: torch (read at its import) and the processes tests
     # start keep to one thread each instead of oversubscribing the cores.

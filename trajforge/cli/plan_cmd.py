@@ -112,6 +112,7 @@ def plan(cfg: SFTConfig = None,
         _fail(f"--device {device!r}: plan knows cpu and cuda")
     try:
         shape = model_shape(model)
+        # Derived here from the store's demonstrations, exactly as train sft derives them.
         cfg, derived = derive(cfg, shape.params().total, _demonstrations(data, cfg) if data else samples, gpus)
         stats = None
         if data is not None:

@@ -461,7 +461,10 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
               tokens_per_s: float | None = None, tokens_source: str = "given", samples: int = 1000) -> Plan:
     """The plan for training ``shape`` with ``cfg`` (an ``SFTConfig``) on ``hw``; ``data`` is a
     ``plan_data.DataStats`` (else ``samples`` samples of ``max_len`` tokens are assumed for time)."""
-    notes = []
+    from trajforge.train.defaults import derive
+
+    cfg, derived = derive(cfg, shape.params().total, data.samples if data is not None else samples, hw.gpus)
+    notes = [f"derived: {why}" for why in derived.why]
     if data is not None:
         work = peak_workload(shape, cfg, hw, data.workloads)
         per_epoch = data.tokens + data.replay_tokens

@@ -73,6 +73,9 @@ def read_data(store: str | Path, model: str, cfg) -> DataStats:
     data, skipped = select(trajs, cfg)
     if not data:
         raise ValueError(f"no trajectories of tiers {cfg.tiers} in {store} (skipped: {skipped})")
+    from trajforge.train.defaults import derive, model_params
+
+    cfg = derive(cfg, model_params(model), len(data))[0]  # a derived accumulation, made concrete
     tok, folder = tokenizer_for(model)
     samples, _ = build_samples(data, tok, model, cfg, skipped)
     if not samples:
