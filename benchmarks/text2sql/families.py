@@ -36,11 +36,11 @@ class Family:
     held: str
     """``shared``, ``test`` or ``dev`` (see the module docstring)."""
     sql: str
-    """Gold SQL with ``{slot}`` placeholders (entity values are quoted by the template)."""
+    """Gold SQL; each ``{slot}`` is filled with an entity or number (entity values come quoted)."""
     phrasings: tuple[str, ...]
     """Hand-written questions; each names every slot."""
     numbers: dict[str, tuple] = field(default_factory=dict)
-    """Number slots and the values they take (entity slots are the other placeholders)."""
+    """Number slots and the values they take (every other ``{slot}`` is an entity)."""
     rank: str | None = None
     """For a top-k question: SQL giving the ordering value of the first k+1 rows (a tie at the
     cut makes two right answers, so such bindings are skipped)."""

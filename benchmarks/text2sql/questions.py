@@ -68,7 +68,7 @@ class Item:
 
 
 def slots(family: Family) -> list[str]:
-    """The family's placeholders, in order of first appearance in its SQL."""
+    """The family's slot names, in the order they first appear in its SQL."""
     names = [f for _, f, _, _ in string.Formatter().parse(family.sql) if f]
     return list(dict.fromkeys(names))
 
