@@ -41,9 +41,10 @@ def test_explicit_setting_then_the_tasks_reference_then_the_environments_default
 def test_an_episode_ends_at_its_own_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAJFORGE_HOME", str(tmp_path))
     stuck = ScriptedPolicy(['<tool_call>{"name": "list_tables", "arguments": {}}</tool_call>'])
-    [short, long] = run_episodes([task(calls=1), task(calls=5)], stuck)
+    never = HarnessConfig(max_repeats=99)  # the same call again and again: stopped as a repeat otherwise
+    [short, long] = run_episodes([task(calls=1), task(calls=5)], stuck, never)
     assert (short.end, len(short.steps)) == ("max_turns", 6) and (long.end, len(long.steps)) == ("max_turns", 14)
-    [capped] = run_episodes([task(calls=5)], stuck, HarnessConfig(max_turns=3))
+    [capped] = run_episodes([task(calls=5)], stuck, HarnessConfig(max_turns=3, max_repeats=99))
     assert len(capped.steps) == 3
 
 

@@ -56,8 +56,39 @@ def test_consecutive_errors_end_the_episode():
 
 
 def test_max_turns():
-    [t] = run_episodes(tasks()[:1], ScriptedPolicy([call("list_tables")]), HarnessConfig(max_turns=3))
+    [t] = run_episodes(tasks()[:1], ScriptedPolicy([call("list_tables")]), HarnessConfig(max_turns=3, max_repeats=9))
     assert t.end == "max_turns" and len(t.steps) == 3
+
+
+def test_a_turn_repeated_with_the_same_result_ends_the_episode():
+    """A greedy model that repeats a call and gets the same result loops to max_turns; the
+    harness stops it after ``max_repeats`` repeats and the grade says so."""
+    from trajforge.grade import graded
+
+    stuck = call("run_sql", query="SELECT name FROM customers WHERE city = 'Nowhere'")
+    [t] = run_episodes(tasks()[:1], ScriptedPolicy([call("list_tables"), stuck]), HarnessConfig(max_turns=12))
+    assert t.end == "repeated" and len(t.steps) == 4  # list_tables, then the query three times
+    assert graded(t).outcome.fail_reason == "repeated_call"  # the empty result itself is no error
+    # The same call with another result is progress (a stateful tool), never a repeat; nor is a
+    # turn whose call differs, however alike the text.
+    [t] = run_episodes(tasks()[:1], ScriptedPolicy([call("list_tables")]), HarnessConfig(max_turns=5, max_repeats=1))
+    assert t.end == "repeated" and len(t.steps) == 2
+    queries = [call("run_sql", query=f"SELECT {i}") for i in range(5)]
+    [t] = run_episodes(tasks()[:1], ScriptedPolicy(queries), HarnessConfig(max_turns=5, max_repeats=1))
+    assert t.end == "max_turns"
+
+
+def test_a_repeat_needs_the_same_results():
+    from trajforge.harness.loop import repeats
+    from trajforge.schema import Step, ToolCall, ToolResult
+
+    def step(content, args=None):
+        return Step(index=0, raw="", calls=[ToolCall(name="poll", arguments=args or {"job": 1})],
+                    results=[ToolResult(name="poll", content=content)])
+    assert repeats(step("running"), step("running"))
+    assert not repeats(step("done"), step("running"))
+    assert not repeats(step("running", {"job": 2}), step("running"))
+    assert not repeats(Step(index=1, raw="no call"), Step(index=0, raw="no call"))  # no calls: max_errors' business
 
 
 def test_collect_resume_makes_no_model_calls(tmp_path):

@@ -58,3 +58,47 @@ def test_shared_prefix_cache_gives_the_same_generations(model):
     a, b = plain.act(reqs), shared.act(reqs)
     assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
     assert [g.prompt_ids for g in a] == [g.prompt_ids for g in b]
+
+
+
+@pytest.mark.parametrize("prefix", [0, 40], ids=["own-cache", "shared-prefix-cache"])
+def test_finished_rows_leave_the_batch_and_the_rest_decode_the_same(model, prefix):
+    """``gen_chunk``: after each chunk the rows that reached eos are dropped from the batch and
+    its KV cache, and the others go on from where they were. The tiny model's weights are
+    redrawn larger so that its greedy rows vary, and one of their tokens is made the eos, so rows
+    end at different lengths and the dropping really happens."""
+    import random
+    from collections import Counter
+
+    import torch
+
+    from trajforge.policies.hf import HFPolicy, load_model
+
+    loaded = load_model(str(model), dtype="float32")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in loaded[0].parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.2)
+    whole = HFPolicy(str(model), loaded=loaded, max_new_tokens=20, gen_chunk=0)
+    chunked = HFPolicy(str(model), loaded=loaded, max_new_tokens=20, gen_chunk=3)
+    rng = random.Random(0)
+    head = [rng.randrange(3, 400) for _ in range(prefix)]
+    prompts = [head + [rng.randrange(3, 400) for _ in range(rng.randrange(6, 12))] for _ in range(6)]
+    greedy = [0.0] * len(prompts)
+    free = whole._generate(*whole._batch(prompts), greedy)
+    seen = Counter(t for row in free for t in set(row[1:]))
+    stop = next(t for t, n in seen.most_common() if n < len(prompts))  # ends some rows, not all
+    loaded[1].eos_token = loaded[1].convert_ids_to_tokens(stop)
+    one_call = whole._generate(*whole._batch(prompts), greedy)
+    calls = []
+    real = loaded[0].generate
+    loaded[0].generate = lambda **kw: calls.append(kw["input_ids"].shape[0]) or real(**kw)
+    try:
+        parts = chunked._generate(*chunked._batch(prompts), greedy)
+    finally:
+        loaded[0].generate = real
+    assert parts == one_call
+    assert len({len(row) for row in parts}) > 1 and min(map(len, parts)) < 20  # rows ended apart
+    assert calls[0] == len(prompts) and min(calls) < len(prompts) and calls == sorted(calls, reverse=True)
+    assert all(row[-1] == stop or len(row) == 20 for row in parts)

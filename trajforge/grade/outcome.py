@@ -105,6 +105,7 @@ FAIL_REASONS: dict[str, str] = {
     # -- the episode ended without an answer ---------------------------------------------------
     "max_turns": "the turn limit was reached before an answer",
     "max_errors": "too many consecutive turns without a valid call",
+    "repeated_call": "the same calls with the same results, turn after turn, until the harness ended it",
     "no_answer": "the episode ended without an answer, for no recorded reason",
     "harness_error": "the harness hit an exception while handling the model's turn",
     "grade_error": "grading this episode raised (it counts against the episode)",
@@ -174,6 +175,10 @@ def _failed_role(traj: Trajectory, answered: bool) -> str | None:
     return traj.steps[-1].role_name
 
 
+REASON_OF_END = {"max_turns": "max_turns", "repeated": "repeated_call"}
+"""The fail reason of an episode the harness stopped, when its last turn ran into nothing itself."""
+
+
 def grade(traj: Trajectory) -> Outcome:
     v = traj.verdict or Verdict()
     faults = [r for s in traj.steps for r in s.results if r.fault]
@@ -193,8 +198,8 @@ def grade(traj: Trajectory) -> Outcome:
         return Outcome(tier="recovered" if troubled else "success")
     if v.submitted:
         reason = _wrong_answer(traj)
-    elif traj.end == "max_turns":
-        reason = (step_problem(traj.steps[-1]) if traj.steps else None) or "max_turns"
+    elif traj.end in ("max_turns", "repeated"):  # what the last turn ran into, else the limit itself
+        reason = (step_problem(traj.steps[-1]) if traj.steps else None) or REASON_OF_END[traj.end]
     else:
         reason = _last_problem(traj) or traj.end or "no_answer"
     answered = v.submitted or traj.end == "max_turns"

@@ -63,7 +63,7 @@ class GuidedEpisode(Episode):
                     self.fail("env_snapshot", e)
             return
         self.fails_in_row += 1
-        if (self.fails_in_row >= self.explore.after_failures and self.end in ("", "max_errors", "max_turns")
+        if (self.fails_in_row >= self.explore.after_failures and self.end in ("", "max_errors", "max_turns", "repeated")
                 and len(self.rescues) < self.explore.max_rescues):
             self._rewind()
 
@@ -79,7 +79,7 @@ class GuidedEpisode(Episode):
                                    discarded=self.steps[n_steps:]))
         del self.messages[n_messages:]
         del self.steps[n_steps:]
-        self.end, self.errors_in_row, self.fails_in_row = "", 0, 0
+        self.end, self.errors_in_row, self.repeats_in_row, self.fails_in_row = "", 0, 0, 0
         self.temperature = self.explore.temperature
 
     def trajectory(self, verdict: Verdict | None) -> Trajectory:

@@ -4,7 +4,9 @@ All episodes waiting for a turn are handed to the policy together (the hf policy
 one padded batch), then each episode's text is parsed and its valid calls are executed in its own
 environment. Errors go back to the model as tool messages it can recover from; an episode ends on
 the environment's final tool, after ``max_turns``, after ``max_consecutive_errors`` turns in a row
-with no valid call, or on an infrastructure fault. An exception inside one episode (its
+with no valid call, after ``max_repeats`` turns in a row that repeat the turn before them exactly
+(the same calls, the same results: a greedy model that starts looping never stops by itself), or
+on an infrastructure fault. An exception inside one episode (its
 environment, the policy's answer for it, the handling of its turn) ends that episode with a
 recorded reason and never the run (``trajforge.harness.faults`` says which reason when).
 
@@ -40,6 +42,10 @@ class HarnessConfig(BaseModel):
     (twice its reference plus slack, else its environment's default; ``harness.budget``)."""
     max_consecutive_errors: int = 3
     """Turns in a row without any valid call before the episode ends."""
+    max_repeats: int = 2
+    """Turns in a row that repeat the turn before them (the same calls with the same arguments,
+    the same results) before the episode ends with ``repeated``. Nothing changed between them, so
+    the next prompt differs only by one more copy; a greedy model then loops to ``max_turns``."""
     instructions: str | None = None
     """System instructions above the dialect's tool block; None uses the environment's own. They
     are part of the toolset the model sees, so another text is another toolset fingerprint."""
@@ -58,6 +64,15 @@ def shown_toolset(env: Any, cfg: HarnessConfig) -> Toolset:
     if cfg.instructions is None:
         return base
     return KNOWN.canonical(base.with_instructions(cfg.instructions))
+
+
+def repeats(step: Step, before: Step) -> bool:
+    """Whether ``step`` made exactly the valid calls of the turn ``before`` it and got exactly its
+    results (ids aside: a model may number its calls)."""
+    if not step.calls or len(step.calls) != len(before.calls) or len(step.results) != len(before.results):
+        return False
+    same_calls = all(a.name == b.name and a.arguments == b.arguments for a, b in zip(step.calls, before.calls))
+    return same_calls and all(a.content == b.content and a.ok == b.ok for a, b in zip(step.results, before.results))
 
 
 def first_message(task: Task, observation: str) -> str:
@@ -84,6 +99,7 @@ class Episode:
                          Message(role="user", content=opening)]
         self.steps: list[Step] = []
         self.errors_in_row = 0
+        self.repeats_in_row = 0
         self.end = ""
         self.started = time.perf_counter()
         self.policy = policy
@@ -171,10 +187,13 @@ class Episode:
         for err in parsed.errors:
             self.messages.append(Message(role="tool", name=err.tool or "error", content=err.feedback))
         step.tool_s = tool_s
+        self.repeats_in_row = self.repeats_in_row + 1 if self.steps and repeats(step, self.steps[-1]) else 0
         self.steps.append(step)
         self.errors_in_row = 0 if parsed.calls else self.errors_in_row + 1
         if not self.end and self.errors_in_row >= cfg.max_consecutive_errors:
             self.end = "max_errors"
+        if not self.end and self.repeats_in_row >= cfg.max_repeats:
+            self.end = "repeated"
         if not self.end and len(self.steps) >= turn_budget(self.task, cfg.max_turns):
             self.end = "max_turns"
 

@@ -135,6 +135,7 @@ class HFPolicy:
         render_mode: str | None = None,
         device: str | None = None,
         chat_template: str | Path | None = None,
+        gen_chunk: int = 32,
     ):
         self.model_name = model
         self.adapter = adapter
@@ -151,6 +152,8 @@ class HFPolicy:
         self.batch_size = batch_size
         self.seed = seed
         self.share_prefix = share_prefix
+        self.gen_chunk = gen_chunk
+        """New tokens per ``generate`` call before finished rows leave the batch (``_generate``); 0: one call."""
         self._checked: set[str] = set()
         self._draws = 0
         template = trained_template(trained, chat_template, adapter)
@@ -169,26 +172,55 @@ class HFPolicy:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
-        import torch
-
         prompts = [self.prompt_ids(r) for r in requests]
         ids, mask, cache = self._batch(prompts)
         temps = [r.temperature if r.temperature is not None else self.temperature for r in requests]
-        sampling = self._sampling(temps)
-        extra = {_cache_kw(): cache} if cache is not None else {}
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=self.max_new_tokens,
-                pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
-                **sampling, **extra,
-            )
-        gens = []
         eos = self.tokenizer.eos_token_id
-        for prompt, row in zip(prompts, out[:, ids.shape[1]:].tolist()):
-            completion = row[: row.index(eos) + 1] if eos in row else row
+        gens = []
+        for prompt, completion in zip(prompts, self._generate(ids, mask, cache, temps)):
             text = self.tokenizer.decode([t for t in completion if t != eos], skip_special_tokens=False)
             gens.append(Generation(text=text, prompt_ids=prompt, completion_ids=completion))
         return gens
+
+    def _generate(self, ids, mask, cache, temps: list[float]) -> list[list[int]]:
+        """Each row's completion (through its eos, if it reached one), ``gen_chunk`` new tokens per
+        ``generate`` call: after each call the rows that ended leave the batch and the rest go on
+        from their KV cache. ``generate`` steps every row of a batch until the longest ends, and
+        agent turns end far apart (a 40-token call beside a 160-token ramble), so without this most
+        of a wave's decoding steps went to finished rows. Rows keep their positions and cache, so a
+        greedy row decodes the same tokens either way."""
+        import torch
+
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        rows = list(range(len(temps)))
+        made: list[list[int]] = [[] for _ in temps]
+        left = self.max_new_tokens
+        while rows and left > 0:
+            step = min(self.gen_chunk, left) if self.gen_chunk > 0 else left
+            extra = {_cache_kw(): cache} if cache is not None else {}
+            with torch.no_grad():
+                out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=step,
+                                          pad_token_id=pad, eos_token_id=eos, return_dict_in_generate=True,
+                                          **self._sampling([temps[r] for r in rows]), **extra)
+            new = out.sequences[:, ids.shape[1]:]
+            left -= new.shape[1]
+            going = []
+            for i, (row, tokens) in enumerate(zip(rows, new.tolist())):
+                if eos in tokens:
+                    made[row] += tokens[: tokens.index(eos) + 1]
+                else:
+                    made[row] += tokens
+                    going.append(i)
+            if not going or left <= 0:
+                break
+            cache = getattr(out, "cache", None) or out.past_key_values
+            keep = torch.tensor(going, device=ids.device)
+            if len(going) < len(rows):
+                cache.batch_select_indices(keep)
+            ids = out.sequences[keep]
+            mask = torch.cat([mask[keep], torch.ones_like(new[keep])], dim=1)  # an unfinished row's tokens are all real
+            rows = [rows[i] for i in going]
+        return made
 
     def _sampling(self, temps: list[float]) -> dict:
         """generate() options for the rows' temperatures: greedy, one shared temperature, or a
