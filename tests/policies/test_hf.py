@@ -61,6 +61,22 @@ def test_shared_prefix_cache_gives_the_same_generations(model):
 
 
 
+def varied(model, seed: int = 0):
+    """The tiny model loaded with its matrices redrawn larger (std 0.2), so that its greedy rows
+    vary with the prompt (as built, every row repeats one token)."""
+    import torch
+
+    from trajforge.policies.hf import load_model
+
+    loaded = load_model(str(model), dtype="float32")
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in loaded[0].parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.2)
+    return loaded
+
+
 @pytest.mark.parametrize("prefix", [0, 40], ids=["own-cache", "shared-prefix-cache"])
 def test_finished_rows_leave_the_batch_and_the_rest_decode_the_same(model, prefix):
     """``gen_chunk``: after each chunk the rows that reached eos are dropped from the batch and
@@ -70,16 +86,9 @@ def test_finished_rows_leave_the_batch_and_the_rest_decode_the_same(model, prefi
     import random
     from collections import Counter
 
-    import torch
+    from trajforge.policies.hf import HFPolicy
 
-    from trajforge.policies.hf import HFPolicy, load_model
-
-    loaded = load_model(str(model), dtype="float32")
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in loaded[0].parameters():
-            if p.dim() == 2:
-                p.normal_(0, 0.2)
+    loaded = varied(model)
     whole = HFPolicy(str(model), loaded=loaded, max_new_tokens=20, gen_chunk=0)
     chunked = HFPolicy(str(model), loaded=loaded, max_new_tokens=20, gen_chunk=3)
     rng = random.Random(0)
@@ -102,3 +111,58 @@ def test_finished_rows_leave_the_batch_and_the_rest_decode_the_same(model, prefi
     assert len({len(row) for row in parts}) > 1 and min(map(len, parts)) < 20  # rows ended apart
     assert calls[0] == len(prompts) and min(calls) < len(prompts) and calls == sorted(calls, reverse=True)
     assert all(row[-1] == stop or len(row) == 20 for row in parts)
+
+
+def test_later_turns_resume_the_episodes_kept_cache_and_decode_the_same(model):
+    """``keep_turns``: turn k+1 prefills only what follows turn k's tokens (``TurnCache``). Every
+    episode's turns come out token for token as with a full prefill each turn, fresh rows that
+    join a wave included (batch 4 over 6 tasks)."""
+    from trajforge.policies.hf import HFPolicy
+
+    loaded = varied(model)
+    tasks = synthesize("sql", 30, seed=0).tasks[:6]
+    cfg = HarnessConfig(max_turns=3, max_consecutive_errors=3)
+    runs = {}
+    for kept in (False, True):
+        pol = HFPolicy(str(model), loaded=loaded, max_new_tokens=12, batch_size=4, keep_turns=kept)
+        runs[kept] = (pol, {t.task_id: t for t in run_episodes(tasks, pol, cfg)})
+    pol = runs[True][0]
+    assert pol.turns.reused_tokens > 300 and pol.turns.entries == {}  # reused, then dropped with the episodes
+    for task_id, t in runs[False][1].items():
+        again = runs[True][1][task_id]
+        assert len(t.steps) == 3 and [s.completion_ids for s in t.steps] == [s.completion_ids for s in again.steps]
+        assert [s.prompt_ids for s in t.steps] == [s.prompt_ids for s in again.steps]
+
+
+def test_a_resumed_prefill_gives_the_full_prefills_logits(model):
+    """The kept keys and values, padded into a batch of rows resuming at different lengths, give
+    the next-token logits that prefilling each whole prompt gives (fp32 tolerance)."""
+    import torch
+
+    from trajforge.envs import make_env
+    from trajforge.harness.loop import Episode
+    from trajforge.policies.hf import HFPolicy
+    from trajforge.policies.turn_cache import plain
+
+    loaded = varied(model, seed=1)
+    pol = HFPolicy(str(model), loaded=loaded, max_new_tokens=9)
+    reqs = []
+    for t in synthesize("sql", 30, seed=0).tasks[:3]:
+        env = make_env("sql")
+        env.reset(t)
+        reqs.append(Episode(t, 0, env, pol, HarnessConfig()).request())
+    gens = pol.act(reqs)
+    follow = [[5, 6, 7], [8] * 11, [9, 10]]  # a tool result of its own length after each completion
+    nexts = [g.prompt_ids + g.completion_ids + f for g, f in zip(gens, follow)]
+    reuse = [pol.turns.take((r.task.id, 0), 1, p) for r, p in zip(reqs, nexts)]
+    assert all(r is not None and r.common == len(g.prompt_ids) + len(g.completion_ids) - 1 for r, g in zip(reuse, gens))
+    ids, mask, cache = pol.turns.batch(nexts, reuse, pol.tokenizer.pad_token_id, "cpu")
+    assert plain(cache)
+    width = cache.get_seq_length()
+    positions = (mask.cumsum(1) - 1).clamp(min=0)[:, width:]
+    with torch.no_grad():
+        resumed = loaded[0](input_ids=ids[:, width:], attention_mask=mask, position_ids=positions,
+                            past_key_values=cache).logits[:, -1]
+        full = [loaded[0](input_ids=torch.tensor([p])).logits[0, -1] for p in nexts]
+    for row, whole in zip(resumed, full):
+        torch.testing.assert_close(row, whole, atol=1e-4, rtol=1e-4)

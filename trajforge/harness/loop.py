@@ -294,8 +294,12 @@ def run_episodes(
     done: list[Trajectory] = []
     active: list[Episode] = []
 
+    forget = getattr(policy, "forget", None)  # a policy that keeps per-episode state (hf: its KV caches)
+
     def end(traj: Trajectory) -> None:
         done.append(traj)
+        if forget is not None:
+            forget(traj.task_id, traj.sample)
         if on_done:
             on_done(traj)
         if progress:

@@ -25,6 +25,7 @@ from trajforge.parse import RENDER_MODES, Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
 from trajforge.policies.loading import load_model, read_chat_template
 from trajforge.policies.models import EMBEDDED
+from trajforge.policies.turn_cache import TurnCache
 
 ADAPTER_META = "trajforge_adapter.json"
 
@@ -136,6 +137,7 @@ class HFPolicy:
         device: str | None = None,
         chat_template: str | Path | None = None,
         gen_chunk: int = 32,
+        keep_turns: bool = True,
     ):
         self.model_name = model
         self.adapter = adapter
@@ -154,6 +156,8 @@ class HFPolicy:
         self.share_prefix = share_prefix
         self.gen_chunk = gen_chunk
         """New tokens per ``generate`` call before finished rows leave the batch (``_generate``); 0: one call."""
+        self.turns = TurnCache() if keep_turns else None
+        """Each episode's KV cache from its last turn (``policies/turn_cache.py``); None: prefill every turn."""
         self._checked: set[str] = set()
         self._draws = 0
         template = trained_template(trained, chat_template, adapter)
@@ -173,22 +177,47 @@ class HFPolicy:
 
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         prompts = [self.prompt_ids(r) for r in requests]
-        ids, mask, cache = self._batch(prompts)
         temps = [r.temperature if r.temperature is not None else self.temperature for r in requests]
-        eos = self.tokenizer.eos_token_id
-        gens = []
-        for prompt, completion in zip(prompts, self._generate(ids, mask, cache, temps)):
-            text = self.tokenizer.decode([t for t in completion if t != eos], skip_special_tokens=False)
-            gens.append(Generation(text=text, prompt_ids=prompt, completion_ids=completion))
-        return gens
+        keys = [(r.task.id, r.sample) for r in requests]
+        reuse = [self.turns.take(k, r.turn, p) if self.turns else None for k, r, p in zip(keys, requests, prompts)]
+        made: list[list[int]] = [[] for _ in requests]
+        # Rows that resume a kept cache and fresh rows (a new episode of a wave) go in two batches.
+        for rows in ([i for i, r in enumerate(reuse) if r is None], [i for i, r in enumerate(reuse) if r]):
+            if not rows:
+                continue
+            batch = [prompts[i] for i in rows]
+            if reuse[rows[0]] is None:
+                ids, mask, cache = self._batch(batch)
+            else:
+                ids, mask, cache = self.turns.batch(batch, [reuse[i] for i in rows], self.tokenizer.pad_token_id,
+                                                    self.model.device)
 
-    def _generate(self, ids, mask, cache, temps: list[float]) -> list[list[int]]:
+            def keep(j, completion, cache_, at, mask_, rows=rows):
+                i = rows[j]
+                self.turns.keep(keys[i], requests[i].turn, prompts[i] + completion[:-1], cache_, at, mask_)
+
+            for i, completion in zip(rows, self._generate(ids, mask, cache, [temps[i] for i in rows],
+                                                          keep if self.turns else None)):
+                made[i] = completion
+        if self.turns:
+            self.turns.retain(set(keys))
+        eos = self.tokenizer.eos_token_id
+        return [Generation(text=self.tokenizer.decode([t for t in c if t != eos], skip_special_tokens=False),
+                           prompt_ids=p, completion_ids=c) for p, c in zip(prompts, made)]
+
+    def forget(self, task_id: str, sample: int) -> None:
+        """The episode ended (the harness says so): drop its kept cache."""
+        if self.turns:
+            self.turns.entries.pop((task_id, sample), None)
+
+    def _generate(self, ids, mask, cache, temps: list[float], keep=None) -> list[list[int]]:
         """Each row's completion (through its eos, if it reached one), ``gen_chunk`` new tokens per
         ``generate`` call: after each call the rows that ended leave the batch and the rest go on
         from their KV cache. ``generate`` steps every row of a batch until the longest ends, and
         agent turns end far apart (a 40-token call beside a 160-token ramble), so without this most
         of a wave's decoding steps went to finished rows. Rows keep their positions and cache, so a
-        greedy row decodes the same tokens either way."""
+        greedy row decodes the same tokens either way. ``keep(row, completion, cache, position,
+        mask)`` is told each row's final state before it leaves (``TurnCache.keep``)."""
         import torch
 
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
@@ -204,6 +233,8 @@ class HFPolicy:
                                           **self._sampling([temps[r] for r in rows]), **extra)
             new = out.sequences[:, ids.shape[1]:]
             left -= new.shape[1]
+            cache = getattr(out, "cache", None) or out.past_key_values
+            mask = torch.cat([mask, torch.ones_like(new)], dim=1)  # an unfinished row's tokens are all real
             going = []
             for i, (row, tokens) in enumerate(zip(rows, new.tolist())):
                 if eos in tokens:
@@ -211,14 +242,14 @@ class HFPolicy:
                 else:
                     made[row] += tokens
                     going.append(i)
+                if keep is not None and (eos in tokens or left <= 0):
+                    keep(row, made[row], cache, i, mask[i])
             if not going or left <= 0:
                 break
-            cache = getattr(out, "cache", None) or out.past_key_values
-            keep = torch.tensor(going, device=ids.device)
+            still = torch.tensor(going, device=ids.device)
             if len(going) < len(rows):
-                cache.batch_select_indices(keep)
-            ids = out.sequences[keep]
-            mask = torch.cat([mask[keep], torch.ones_like(new[keep])], dim=1)  # an unfinished row's tokens are all real
+                cache.batch_select_indices(still)
+            ids, mask = out.sequences[still], mask[still]
             rows = [rows[i] for i in going]
         return made
 
