@@ -32,8 +32,8 @@ class DemoConfig(BaseModel):
     """Base model."""
     n: int = 260
     """Tasks to synthesize (all splits)."""
-    epochs: float = 1.75
-    """SFT epochs."""
+    epochs: float = 2.0
+    """SFT epochs (on the demo's 182 demonstrations at batch 4: 1.0 reached 38% held-out, 1.75 64%)."""
     lr: float = 1e-3
     """SFT learning rate (the demo's short run needs more than the 2e-4 library default)."""
     batch_size: int = 4
