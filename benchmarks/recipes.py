@@ -8,7 +8,7 @@ expert store, a held-out split of 186 tasks (the held-out questions on two datab
 39 cannot show a 5-point change), and for each recipe one adapter evaluated greedily on it in the
 demo's harness:
 
-- ``sft``: the demo's recipe (lr 1e-3, batch 4, no accumulation, dropout 0, 1.75 epochs) on the
+- ``sft``: the demo's recipe (lr 1e-3, batch 4, no accumulation, dropout 0, 2.0 epochs) on the
   expert's successes, and the reference every other recipe is compared with;
 - ``repair``: the same recipe on the expert store plus one self-repair episode per train task
   (``RepairPolicy``: a realistic mistake executed for real, then the fix; the mistaken turns
@@ -43,7 +43,7 @@ from rich.table import Table
 
 console = Console()
 RECIPES = ("sft", "repair", "retrieval", "worlds", "defaults", "rft")
-DEMO_RECIPE = dict(epochs=1.75, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
+DEMO_RECIPE = dict(epochs=2.0, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
 
 
 def main() -> None:
