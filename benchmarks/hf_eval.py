@@ -8,8 +8,8 @@ kept between turns and the repeat stop (after).
 The demo's tasks (``synthesize("sql", 260, 0)``, held-out split) in the demo's harness
 (``max_consecutive_errors=2``), each arm in its own store, in the order after, before, after
 (these machines drift: the ratio uses the mean of the two "after" runs). Prints each run's seconds,
-completion and turns, the ratio before/after, and whether the two arms' episodes made the same
-calls (greedy decoding: they should, up to the turns the repeat stop cut).
+completion and turns, the ratio before/after, and whether the two arms' episodes wrote the same
+turns (greedy decoding: they should, up to the turns the repeat stop cut).
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ def run(arm: str, spec: str, tasks, out: Path) -> dict:
     policy = make_policy(spec, name=arm, batch_size=48, **options)
     t0 = time.perf_counter()
     result = compare(tasks, [policy], store, HarnessConfig(max_consecutive_errors=2, **harness))[arm]
-    calls = {t.task_id: [(c.name, c.arguments) for s in t.steps for c in s.calls]
-             for t in TrajectoryStore(store).read()}
+    texts = {t.task_id: [s.raw for s in t.steps] for t in TrajectoryStore(store).read()}
     return {"arm": arm, "seconds": round(time.perf_counter() - t0, 1), "completion": result.get("completion"),
-            "avg_turns": result.get("avg_turns"), "calls": calls}
+            "avg_turns": result.get("avg_turns"), "texts": texts}
 
 
 def main() -> None:
@@ -54,14 +53,15 @@ def main() -> None:
     tasks = [t for t in synthesize("sql", 260, 0).tasks if t.split == "heldout"][: args.tasks]
     runs = [run(arm, args.policy, tasks, args.out) for arm in ("after", "before", "after")]
     for r in runs:
-        print(json.dumps({k: v for k, v in r.items() if k != "calls"}), flush=True)
+        print(json.dumps({k: v for k, v in r.items() if k != "texts"}), flush=True)
     after = (runs[0]["seconds"] + runs[2]["seconds"]) / 2
     before = runs[1]
-    # Calls agree where the repeat stop cut nothing: compare each episode's calls up to the shorter.
+    # Turns agree up to where the repeat stop cut one arm short: compare each episode's turn texts
+    # up to the shorter of the two.
     agree = sum(a[: len(b)] == b[: len(a)] for a, b in
-                ((runs[0]["calls"][k], before["calls"][k]) for k in before["calls"]))
+                ((runs[0]["texts"][k], before["texts"][k]) for k in before["texts"]))
     print(json.dumps({"before_over_after": round(before["seconds"] / after, 2),
-                      "episodes_with_the_same_calls": f"{agree}/{len(before['calls'])}"}))
+                      "episodes_with_the_same_turns": f"{agree}/{len(before['texts'])}"}))
 
 
 if __name__ == "__main__":
