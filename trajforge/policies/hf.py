@@ -25,7 +25,7 @@ from trajforge.parse import RENDER_MODES, Dialect, get_dialect
 from trajforge.policies.base import Generation, TurnRequest
 from trajforge.policies.loading import load_model, read_chat_template
 from trajforge.policies.models import EMBEDDED
-from trajforge.policies.turn_cache import TurnCache
+from trajforge.policies.turn_cache import TurnCache, common_prefix
 
 ADAPTER_META = "trajforge_adapter.json"
 
@@ -279,7 +279,7 @@ class HFPolicy:
         import torch
 
         pad = self.tokenizer.pad_token_id
-        shared = _common_prefix(prompts) if len(prompts) > 1 and self.share_prefix else 0
+        shared = common_prefix(prompts) if len(prompts) > 1 and self.share_prefix else 0
         shared = min(shared, min(len(p) for p in prompts) - 1)
         if shared < 32:
             shared = 0
@@ -310,15 +310,6 @@ class RowTemperature:
 
     def __call__(self, input_ids, scores):
         return scores / self.temps.to(scores.dtype)
-
-
-def _common_prefix(seqs: list[list[int]]) -> int:
-    n = 0
-    for column in zip(*seqs):
-        if any(t != column[0] for t in column):
-            break
-        n += 1
-    return n
 
 
 # Names this module imported in 0.1 (deprecated; see trajforge/_compat.py).

@@ -44,10 +44,11 @@ def plain(cache) -> bool:
     return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
 
 
-def _common(a: list[int], b: list[int]) -> int:
+def common_prefix(seqs: list[list[int]]) -> int:
+    """Leading tokens all of ``seqs`` share."""
     n = 0
-    for x, y in zip(a, b):
-        if x != y:
+    for column in zip(*seqs):
+        if any(t != column[0] for t in column):
             break
         n += 1
     return n
@@ -65,7 +66,7 @@ class TurnCache:
         kept = self.entries.get(key)
         if kept is None or kept.turn != turn - 1:
             return None
-        common = min(_common(kept.ids, prompt), len(prompt) - 1)
+        common = min(common_prefix([kept.ids, prompt]), len(prompt) - 1)
         return Reuse(kept, common) if common >= self.min_reuse else None
 
     def keep(self, key: Key, turn: int, ids: list[int], cache, row: int, mask) -> None:
