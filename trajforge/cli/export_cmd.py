@@ -66,6 +66,20 @@ def export(store: Path = typer.Argument(..., help="store directory"),
     chosen = f" of {len(everything)} (--where {selected})" if selected.clauses else ""
     console.print(f"exported {len(trajs)}{chosen} trajectories as {format} to {written}", markup=False,
                   highlight=False)
+    _say_masked(ex.unlearned_turns(trajs), format)
+
+
+def _say_masked(masked: int, format: str) -> None:
+    """How the turns trajforge trains with loss 0 went out: weighted 0, or (ShareGPT) not at all."""
+    if not masked:
+        return
+    if format == "sharegpt":
+        msg = (f"warning: {masked} assistant turns that trajforge trains with loss 0 (self-repair mistakes, "
+               "failed turns of recovered episodes) are ordinary turns here: ShareGPT has no per-turn weight, "
+               "so LLaMA-Factory would train on them (--format openai or hf keeps them at weight 0)")
+    else:
+        msg = f"{masked} assistant turns carry weight 0 (trajforge trains them with loss 0)"
+    console.print(msg, markup=False, highlight=False, soft_wrap=True)
 
 
 def _held(trajs, selected) -> str:

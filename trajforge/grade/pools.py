@@ -2,7 +2,7 @@
 
 - ``positive`` — ``success`` and ``recovered`` episodes: SFT demonstrations (``train sft --tiers
   success,recovered``); a recovered one trains with its failed and mistaken turns masked
-  (``train/sequences.turn_learns``).
+  (``Trajectory.turn_learns``).
 - ``partial`` — ``failed`` episodes that reached at least one milestone (the right table queried,
   the right page opened) and still ended wrong: the tasks the policy almost solves, where the
   curriculum draws its GRPO tasks (``train/curriculum.Curriculum(partial=...)``).

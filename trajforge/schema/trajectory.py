@@ -163,7 +163,7 @@ class Step(BaseModel):
     and never trained on (loss mask 0); None for a turn that meant what it did."""
     train: bool | None = None
     """Whether this turn carries loss in training, overriding the mask rule
-    (``train/sequences.turn_learns``); None: the rule decides."""
+    (``Trajectory.turn_learns``); None: the rule decides."""
 
 
 class Verdict(BaseModel):
@@ -289,6 +289,25 @@ class Trajectory(records.StoredRecord):
     """Record format version (older records are upgraded when read)."""
     trajforge_version: str = __version__
     """trajforge version that wrote the record ("" when it predates the field)."""
+
+    def turn_learns(self, turn: int) -> bool:
+        """The mask rule: whether assistant turn ``turn`` carries loss when this episode is a
+        demonstration (training's loss mask, an export's ``weight``).
+
+        A turn marked ``Step.train`` is what it says. Otherwise a marked mistake (``Step.mistake``,
+        a self-repair demonstration's) never does, nor, in a ``recovered`` episode, a turn with a
+        parse or tool error: the episode teaches its recovery, never the failed turn. Every other
+        turn does (a failed episode used as a DPO rejected keeps its errors: they are what is
+        rejected)."""
+        if turn >= len(self.steps):
+            return True
+        step = self.steps[turn]
+        if step.train is not None:
+            return step.train
+        if step.mistake:
+            return False
+        recovered = self.outcome is not None and self.outcome.tier == "recovered"
+        return not (recovered and (step.errors or any(not r.ok for r in step.results)))
 
     # Reading upgrades older formats, refuses newer ones and expands references into messages;
     # the JSON form is stamped and writes each fact of a step once.

@@ -135,6 +135,8 @@ def replay(traj: Trajectory, task: Task, policy: str) -> Trajectory:
     # Exactly the file's turns: no more, and none cut short by a run of errors.
     cfg = HarnessConfig(max_turns=len(turns), max_consecutive_errors=len(turns) + 1)
     [new] = run_episodes([task], scripted, cfg)
+    for ours, theirs in zip(new.steps, traj.steps):
+        ours.train = theirs.train  # a turn the file weighted 0 stays untrained once executed
     key = json.dumps([task.id, turns])
     new.sample = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
     return new

@@ -25,6 +25,10 @@ Conventions where a format cannot say what a trajectory holds:
   ``name`` (the tool involved, or ``error``); on import a named user message is read back as such
   feedback. An assistant turn without a valid call exports its raw text, so the failed attempt
   stays visible.
+- An assistant turn trajforge's training masks (``Trajectory.turn_learns``: a self-repair
+  demonstration's mistake, a recovered episode's failed turn) is exported with OpenAI's
+  ``"weight": 0`` (also in the HF dataset's messages) and read back as ``Step.train = False``.
+  ShareGPT has no per-turn weight: there such turns are ordinary, and ``export`` says how many.
 - ShareGPT keeps the text around a call inside ``<think>...</think>`` before the call JSON, which
   LLaMA-Factory's FunctionFormatter splits off as the thought; several results of one turn are one
   ``observation`` joined as LLaMA-Factory's OpenAI converter joins them; a trailing observation is
@@ -103,7 +107,7 @@ def _turns(traj: Trajectory) -> list[dict[str, Any]]:
             if not m.tool_calls and m.raw is not None:
                 content = m.raw  # a failed attempt: keep what the model actually wrote
             calls = [c.model_copy(update={"id": i}) for c, i in zip(m.tool_calls, ids)]
-            out.append({"role": "assistant", "content": content, "calls": calls})
+            out.append({"role": "assistant", "content": content, "calls": calls, "learns": traj.turn_learns(turn)})
         elif m.role == "tool":
             if m.tool_call_id is not None and m.tool_call_id in ids:
                 out.append({"role": "result", "content": m.content, "id": m.tool_call_id, "name": m.name})
@@ -170,6 +174,10 @@ def to_openai(traj: Trajectory) -> dict[str, Any]:
     for t in _turns(traj):
         if t["role"] == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": t["content"]}
+            if not t["learns"]:
+                # OpenAI's per-message weight: 0 keeps a self-repair mistake or a recovered
+                # episode's failed turn in the context without training on it, as our SFT masks it.
+                msg["weight"] = 0
             if t["calls"]:
                 msg["tool_calls"] = [
                     {"id": c.id, "type": "function",
@@ -193,6 +201,7 @@ def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str =
     toolset = _import_toolset(env, _typed(record.get("tools"), (list, type(None)), "tools", task_id), task_id)
     names: dict[str, str] = {}
     messages: list[Message] = []
+    weights: list[int] = []
     for i, m in enumerate(_typed(record.get("messages") or [], list, "messages", task_id)):
         m = _typed(m, dict, f"messages[{i}]", task_id)
         role = m.get("role")
@@ -215,6 +224,7 @@ def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str =
                                                                   task_id), id=call_id))
                 names[call_id] = name
             messages.append(Message(role="assistant", content=content, tool_calls=calls))
+            weights.append(_weight(m.get("weight", 1), f"{task_id}: messages[{i}].weight"))
         elif role == "tool":
             cid = _typed(m.get("tool_call_id"), (str, type(None)), f"messages[{i}].tool_call_id", task_id)
             messages.append(Message(role="tool", content=content, tool_call_id=cid, name=names.get(cid)))
@@ -226,7 +236,23 @@ def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str =
         else:
             shown = role if isinstance(role, (str, type(None))) else type(role).__name__
             raise ValueError(f"{task_id}: messages[{i}] has unsupported role {shown!r}")
-    return _trajectory(messages, toolset, env=env, task_id=task_id, policy=policy, dialect=dialect)
+    traj = _trajectory(messages, toolset, env=env, task_id=task_id, policy=policy, dialect=dialect)
+    for step, weight in zip(traj.steps, weights):
+        if weight == 0:
+            step.train = False  # the file said not to train on this turn; the rule decides the rest
+    return traj
+
+
+def unlearned_turns(trajs: Iterable[Trajectory]) -> int:
+    """Assistant turns that training masks (weight 0 in an OpenAI export)."""
+    return sum(not t.turn_learns(k) for t in trajs for k in range(len(t.steps)))
+
+
+def _weight(value: Any, where: str) -> int:
+    """An assistant message's ``weight``: 0 or 1, as OpenAI's fine-tuning format allows."""
+    if isinstance(value, bool) or value not in (0, 1):
+        raise ValueError(f"{where} must be 0 or 1, not {value!r}")
+    return int(value)
 
 
 def _typed(value: Any, kind: type | tuple[type, ...], where: str, task_id: str) -> Any:

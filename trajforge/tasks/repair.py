@@ -8,7 +8,7 @@ calls (``Mistake.at``). The mistaken turns are executed for real — the environ
 or surprising result comes back — and the next turn is the reference call, opening with a
 sentence that says what came back and what to do instead. The episode grades ``recovered``; its
 mistaken turns are marked (``Step.mistake``) and carry loss mask 0 in training
-(``train/sequences.turn_learns``), so SFT learns the recovery and never the mistake.
+(``Trajectory.turn_learns``), so SFT learns the recovery and never the mistake.
 
 Where mistakes come from, first that applies for a (task, sample):
 

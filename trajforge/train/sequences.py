@@ -197,21 +197,8 @@ class SequenceBuilder:
 
 
 def turn_learns(traj: Trajectory, turn: int) -> bool:
-    """The mask rule: whether assistant turn ``turn`` carries loss in a demonstration.
-
-    A turn marked ``Step.train`` is what it says. Otherwise a marked mistake (``Step.mistake``, a
-    self-repair demonstration's) never does, nor, in a ``recovered`` episode, a turn with a parse
-    or tool error: the episode teaches its recovery, never the failed turn. Every other turn does
-    (a failed episode used as a DPO rejected keeps its errors: they are what is rejected)."""
-    if turn >= len(traj.steps):
-        return True
-    step = traj.steps[turn]
-    if step.train is not None:
-        return step.train
-    if step.mistake:
-        return False
-    recovered = traj.outcome is not None and traj.outcome.tier == "recovered"
-    return not (recovered and (step.errors or any(not r.ok for r in step.results)))
+    """The mask rule, ``Trajectory.turn_learns`` (kept in the schema: exports weight turns by it too)."""
+    return traj.turn_learns(turn)
 
 
 def canonical_calls(traj: Trajectory) -> Trajectory:

@@ -57,7 +57,7 @@ class SFTConfig(LoraSettings):
     """Passes over the data."""
     tiers: list[str] = ["success"]
     """Outcome tiers used as demonstrations (``success,recovered``: recovered episodes too, their
-    failed and mistaken turns masked: ``train/sequences.turn_learns``)."""
+    failed and mistaken turns masked: ``Trajectory.turn_learns``)."""
     canonical: bool = True
     """Train turns whose raw text the parser repaired in the dialect's canonical call format
     (``train/sequences.canonical_calls``); the stored raw text is unchanged."""
