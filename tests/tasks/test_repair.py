@@ -149,3 +149,29 @@ def test_step_fields_default_to_todays_behaviour_and_old_records_read():
     back = Trajectory.model_validate_json(marked.model_dump_json())
     assert back.steps[0].mistake == "wrong_column" and back.steps[0].train is False
     assert Mistake(kind="x", at=0).calls == ()
+
+
+def test_in_a_renamed_world_the_slips_are_that_worlds_names_and_fail_for_real():
+    """World > 0 renames tables and columns: the slip there is the original world's name (what a
+    model that memorised it writes), and the environment refuses it as it would any other."""
+    from trajforge.envs.sql.mistakes import sql_mistakes
+    from trajforge.envs.sql.worlds import retail_world
+
+    pool = [t for t in synthesize("sql", n=60, seed=0, worlds=3).tasks if t.split == "train" and t.world > 0]
+    renamed = {"wrong_table": 0, "wrong_column": 0}
+    for task in pool:
+        world = retail_world(task.world)
+        query = next(c.arguments["query"] for c in task.reference if c.name == "run_sql")
+        kinds = {m.kind: m for m in sql_mistakes(task, pool)}
+        # every query names a table, and each table has a slip in every world
+        assert "wrong_table" in kinds, (task.world, query)
+        for kind, names in (("wrong_table", world.tables), ("wrong_column", world.columns)):
+            if kind in kinds:
+                wrong = kinds[kind].calls[0].arguments["query"]
+                renamed[kind] += any(f" {orig}" in f" {wrong}" and new in query for orig, new in names.items())
+    assert renamed["wrong_table"] >= len(pool) // 2 and renamed["wrong_column"] >= 5, renamed
+    trajs = [graded(t) for t in run_episodes(pool[:8], RepairPolicy(Planner(pool)), samples=2)]
+    errors = {t.steps[0].results[0].error for t in trajs
+              if t.steps[0].mistake in ("wrong_table", "wrong_column") and t.steps[0].results}
+    assert errors == {"no_such_table", "no_such_column"}, errors
+    assert all(t.outcome.tier == "recovered" for t in trajs if any(s.mistake for s in t.steps))

@@ -6,6 +6,9 @@ and each only reads (the database is read-only anyway):
 - ``wrong_table``: a singular table name (``customer``): ``no such table``, with the tables listed;
 - ``wrong_column``: a near-miss column (``city_name``, ``cost``): ``no such column``, with the
   table's columns listed;
+- in a world that renames a table or column (``envs/sql/worlds.py``), those two use the original
+  world's name instead (``customers`` where the world says ``clients``, ``city`` for ``town``):
+  the name a model that memorised one world writes, refused like any other;
 - ``wrong_entity``: the question's value in another spelling (lower case): it runs and finds
   nothing, or counts zero;
 - ``nearest_template``: another template's query with this task's entities (what a model that
@@ -20,6 +23,7 @@ import re
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
+from trajforge.envs.sql.worlds import COLUMN_NAMES, TABLE_NAMES, retail_world
 from trajforge.schema import Mistake, Task
 
 QUERY_TOOLS = ("run_sql",)
@@ -29,6 +33,21 @@ error)."""
 COLUMN_SLIPS = {"city": "city_name", "category": "category_name", "price": "cost", "stock": "in_stock",
                 "quantity": "qty", "tier": "level", "signup_year": "year"}
 """Columns and the near-miss names models give them."""
+
+
+def world_slips(world: int) -> tuple[dict[str, str], dict[str, str]]:
+    """(table slips, column slips) in ``world``'s names, each name → the wrong one: a renamed
+    name's slip is its world-0 name, the others keep ``TABLE_SLIPS`` / ``COLUMN_SLIPS`` (world 0:
+    exactly those). A slip that is a real name of the world is left out: it would not fail."""
+    w = retail_world(world)
+    tables = {w.tables.get(t, t): t for t in (*TABLE_SLIPS, *TABLE_NAMES) if t in w.tables}
+    tables |= {t: wrong for t, wrong in TABLE_SLIPS.items() if t not in w.tables}
+    columns = {w.columns[c]: c for c in (*COLUMN_SLIPS, *COLUMN_NAMES) if c in w.columns}
+    columns |= {c: wrong for c, wrong in COLUMN_SLIPS.items() if c not in w.columns}
+    kept = ({*TABLE_NAMES, "order_items"} - set(w.tables)) | (set(COLUMN_NAMES) - set(w.columns))
+    real = kept | set(w.tables.values()) | set(w.columns.values())
+    return ({k: v for k, v in tables.items() if v not in real},
+            {k: v for k, v in columns.items() if v not in real})
 
 
 def _word(name: str) -> re.Pattern:
@@ -57,12 +76,13 @@ def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     call = task.reference[at]
     query = str(call.arguments.get("query", ""))
     out: list[Mistake] = []
-    swapped = _swap_first(query, TABLE_SLIPS)
+    table_slips, column_slips = world_slips(task.world)
+    swapped = _swap_first(query, table_slips)
     if swapped:
         new, right, wrong = swapped
         out.append(Mistake(kind="wrong_table", at=at, calls=(with_args(call, query=new),),
                            recovery=f"There is no table {wrong}; the error lists the tables, and it is {right}."))
-    swapped = _swap_first(query, COLUMN_SLIPS)
+    swapped = _swap_first(query, column_slips)
     if swapped:
         new, right, wrong = swapped
         out.append(Mistake(kind="wrong_column", at=at, calls=(with_args(call, query=new),),
