@@ -45,7 +45,7 @@ def test_kept_attempts_are_verified_distinct_and_shortest_first(sql_tasks):
     assert keep_verified(clean, per_task=2, seen=seen) == []
 
 
-def test_rounds_sample_keep_and_retrain_from_the_base(tiny_model, sql_tasks, expert_trajs, tmp_path):
+def test_rounds_sample_keep_and_retrain_from_the_base(tiny_model, sql_tasks, expert_trajs, tmp_path, monkeypatch):
     """A sampler at the model boundary (the repair policy: each attempt a different mistake, then
     recovered) stands for a policy that sometimes succeeds; everything else is the real path."""
     tasks = _train(sql_tasks)[:3]
@@ -66,10 +66,24 @@ def test_rounds_sample_keep_and_retrain_from_the_base(tiny_model, sql_tasks, exp
     assert meta["recipe"] == "rft" and [r["round"] for r in meta["rft"]["rounds"]] == [0, 1, 2]
     assert (tmp_path / "rft" / "adapter_model.safetensors").exists()
     assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 12
-    # A rerun (after a crash, say) samples nothing it already has and keeps the same data.
+    # A rerun (after a crash, say) samples nothing it already has, keeps the same data and trains
+    # no round again: each was trained to the end on the same data and settings.
+    import trajforge.train.rft as rft
+
+    trained = []
+    real_sft = rft.train_sft
+    monkeypatch.setattr(rft, "train_sft", lambda data, *a, **k: trained.append(len(data)) or real_sft(data, *a, **k))
+    (tmp_path / "rft" / "round-1" / rft.ROUND_RECORD).write_text("{not json")  # a damaged record
     again = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "rft", cfg, policy_for=sampler, progress=False)
     assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 12
     assert [r.trained_on for r in again.rounds] == [r.trained_on for r in res.rounds]
+    assert trained == [one.trained_on]  # only the round whose record was damaged
+    assert [r.sft.steps for r in again.rounds] == [r.sft.steps for r in res.rounds]
+    # Other settings are another run: every round trains again.
+    trained.clear()
+    train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "rft", cfg.model_copy(update={"lr": 1e-4}),
+              policy_for=sampler, progress=False)
+    assert len(trained) == 3
 
 
 def test_train_rft_from_the_cli_samples_a_real_model(tiny_model, sql_tasks, expert_trajs, tmp_path):

@@ -17,6 +17,10 @@ trained here on the expert store. Each round r = 1..N then
    ReST-EM (Singh et al., 2023) retrains from the base each round; fine-tuning the previous
    adapter again would compound its overfitting on the tasks it already solves.
 
+A rerun in the same ``out_dir`` (after a crash, say) samples only what the store lacks and
+retrains no round whose adapter was trained to the end on the same data, model and settings
+(``ROUND_RECORD`` in each round's folder says what it was trained on).
+
 The run ends after ``rounds`` rounds or when ``max_seconds`` (the whole run's budget, spread over
 the stages still to come) is spent; the last finished round's adapter is copied into ``out_dir``
 and its meta records every round. ``RFTResult`` reports tokens sampled and trained, so recipes
@@ -26,7 +30,9 @@ compare at equal work as well as equal wall time.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
+import logging
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -39,7 +45,10 @@ from trajforge.schema import Task, Trajectory
 from trajforge.policies.hf import ADAPTER_META
 from trajforge.train.sft import SFTConfig, SFTResult, train_sft
 
+log = logging.getLogger(__name__)
 KEPT_TIERS = ("success", "recovered")
+ROUND_RECORD = "rft_round.json"
+"""In a round's adapter folder: the fingerprint of what it was trained on, and its SFTResult."""
 
 
 class RFTConfig(SFTConfig):
@@ -169,6 +178,35 @@ def hf_sampler(model: str, cfg: RFTConfig) -> PolicyFor:
     return policy_for
 
 
+def round_key(data: list[Trajectory], model: str, cfg: SFTConfig) -> str:
+    """What a round's SFT depends on: the demonstrations in order, the base model and the settings
+    (the time budget aside: a round that finished did not depend on it)."""
+    h = hashlib.sha256(json.dumps([model, cfg.model_dump(mode="json", exclude={"max_seconds"})]).encode())
+    for t in data:
+        h.update(t.model_dump_json().encode())
+    return h.hexdigest()
+
+
+def trained_round(data: list[Trajectory], model: str, adapter_dir: Path, cfg: SFTConfig,
+                  progress: bool) -> SFTResult:
+    """The round's SFT: the adapter already in ``adapter_dir`` when it was trained to the end on the
+    same data, model and settings, else trained now (and recorded so)."""
+    key = round_key(data, model, cfg)
+    record = adapter_dir / ROUND_RECORD
+    if record.exists() and (adapter_dir / "adapter_model.safetensors").exists():
+        try:
+            kept = json.loads(record.read_text())
+            if kept.get("key") == key:
+                log.info("rft: %s was trained on the same data and settings; not training it again", adapter_dir)
+                return SFTResult(**kept["sft"])
+        except (ValueError, KeyError, TypeError) as e:  # a damaged record: train again
+            log.warning("rft: %s unreadable (%s); training the round again", record, e)
+    res = train_sft(data, model, adapter_dir, cfg, progress=progress)
+    if res.stopped is None:  # a round the budget cut short is not what a rerun would train
+        record.write_text(json.dumps({"key": key, "sft": res.model_dump(mode="json")}))
+    return res
+
+
 class _Budget:
     """The run's time budget, spread over the stages still to come."""
 
@@ -210,8 +248,8 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
         rounds.append(RoundResult(round=0, adapter_dir=str(init_adapter)))
     else:
         first = out / "round-0"
-        res = train_sft(expert, model, first, sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}),
-                        progress=progress)
+        res = trained_round(expert, model, first, sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}),
+                            progress)
         rounds.append(RoundResult(round=0, adapter_dir=str(first), trained_on=len(expert), sft=res))
     kept: list[Trajectory] = []
     seen: set[tuple] = set()
@@ -241,8 +279,8 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
             stopped = "time budget"
             break
         data = expert + kept
-        info.sft = train_sft(data, model, info.adapter_dir,
-                             sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}), progress=progress)
+        info.sft = trained_round(data, model, Path(info.adapter_dir),
+                                 sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}), progress)
         info.trained_on = len(data)
         rounds.append(info)
     result = RFTResult(adapter_dir=str(out), rounds=rounds, stopped=stopped,
