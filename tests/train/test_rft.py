@@ -100,3 +100,15 @@ def test_train_rft_from_the_cli_samples_a_real_model(tiny_model, sql_tasks, expe
     sampled = TrajectoryStore(tmp_path / "rft" / "samples").read()
     assert len(sampled) == 4 and {t.split for t in sampled} <= {"train"}
     assert all(t.sampling.temperature == 0.7 for t in sampled)
+    # The sampler is named by its adapter's weights: a rerun whose round 0 trained another adapter
+    # samples afresh instead of resuming the old adapter's attempts.
+    from trajforge.train.rft import adapter_digest
+
+    assert {t.policy for t in sampled} == {f"rft-round1-{adapter_digest(tmp_path / 'rft' / 'round-0')}"}
+    res = CliRunner().invoke(app, [
+        "train", "rft", "--tasks", str(tmp_path / "tasks.jsonl"), "--data", str(tmp_path / "expert"),
+        "--model", tiny_model, "--out", str(tmp_path / "rft"), "--rounds", "1", "--attempts", "2",
+        "--max-new-tokens", "16", "--max-turns", "2", "--max-steps", "1", "--r", "4", "--replay-share", "0",
+        "--lr", "5e-4"])
+    assert res.exit_code == 0, res.output
+    assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 8

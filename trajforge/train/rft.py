@@ -172,7 +172,10 @@ def hf_sampler(model: str, cfg: RFTConfig) -> PolicyFor:
     from trajforge.policies import make_policy
 
     def policy_for(adapter: str, round_: int) -> Policy:
-        return make_policy(f"hf:{model}@{adapter}", name=f"rft-round{round_}", temperature=cfg.temperature,
+        # The adapter's digest in the name: the store resumes attempts by policy name, and a rerun
+        # whose earlier rounds trained other adapters must sample again, not reuse their attempts.
+        name = f"rft-round{round_}-{adapter_digest(adapter)}"
+        return make_policy(f"hf:{model}@{adapter}", name=name, temperature=cfg.temperature,
                            batch_size=cfg.sample_batch, max_new_tokens=cfg.max_new_tokens,
                            seed=cfg.seed + round_, device=cfg.device)
     return policy_for
@@ -205,6 +208,18 @@ def trained_round(data: list[Trajectory], model: str, adapter_dir: Path, cfg: SF
     if res.stopped is None:  # a round the budget cut short is not what a rerun would train
         record.write_text(json.dumps({"key": key, "sft": res.model_dump(mode="json")}))
     return res
+
+
+def adapter_digest(adapter: str | Path) -> str:
+    """A short fingerprint of an adapter's weights (its safetensors file; "none" without one)."""
+    weights = Path(adapter) / "adapter_model.safetensors"
+    if not weights.exists():
+        return "none"
+    h = hashlib.sha256()
+    with weights.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:10]
 
 
 class _Budget:
