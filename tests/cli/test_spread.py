@@ -102,7 +102,11 @@ def test_eval_over_two_workers_gives_the_one_process_metrics(pool, model, tmp_pa
     expected = json.loads((tmp_path / "one.json").read_text())
     assert set(expected) == {"tiny", "expert"} and expected["expert"]["completion"] == 1.0
     assert json.loads((tmp_path / "two.json").read_text()) == expected
-    assert len(list((tmp_path / "st").glob("*.jsonl"))) == 2
+    # Each worker claims the lowest shard no live writer holds: two shards when the workers'
+    # writers overlap, one when a worker finished before the other opened its own (seen under load).
+    assert 1 <= len(list((tmp_path / "st").glob("*.jsonl"))) <= 2
+    stored = TrajectoryStore(tmp_path / "st").read()
+    assert len(stored) == 14 and len({(t.task_id, t.policy) for t in stored}) == 14
     # Each worker ran both policies on its slice: 4 and 3 tasks, two episodes each.
     out = " ".join(two.stdout.split())
     assert ": 8 new episodes" in out and ": 6 new episodes" in out
