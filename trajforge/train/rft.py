@@ -204,6 +204,8 @@ def trained_round(data: list[Trajectory], model: str, adapter_dir: Path, cfg: SF
                 return SFTResult(**kept["sft"])
         except (ValueError, KeyError, TypeError) as e:  # a damaged record: train again
             log.warning("rft: %s unreadable (%s); training the round again", record, e)
+    # The old record goes first: a training cut off midway may already have replaced its adapter.
+    record.unlink(missing_ok=True)
     res = train_sft(data, model, adapter_dir, cfg, progress=progress)
     if res.stopped is None:  # a round the budget cut short is not what a rerun would train
         record.write_text(json.dumps({"key": key, "sft": res.model_dump(mode="json")}))
