@@ -48,6 +48,10 @@ def test_each_writer_claims_its_own_shard_and_readers_merge_them(tmp_path):
     assert st.writer().name == "shard-0"  # released (as when a killed process's lock drops)
     b.close()
     assert sorted(t.task_id for t in st.read()) == ["t0", "t1", "t2"]
+    # A worker of slice I starts at shard-I, and moves on from there when it is held.
+    c = st.writer(first=1)
+    assert c.name == "shard-1" and st.writer(first=1).name == "shard-2"
+    c.close()
 
 
 def test_writer_starts_a_fresh_line_after_a_torn_tail(tmp_path):

@@ -117,7 +117,8 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
     _check_demos(harness, [pol])
     try:
         new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
-                          retry_faults=retry_faults, rewards=rewards, show_progress=report is None)
+                          retry_faults=retry_faults, rewards=rewards, show_progress=report is None,
+                          first_shard=part.index)
     except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
         _fail(str(e).strip("'\""))
     tiers = spread.tally(new)

@@ -191,7 +191,8 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
         pols = [_policy(spec, name[i] if i < len(name) else None, device=device) for i, spec in enumerate(policy)]
         _check_demos(harness, pols)
         if report:  # a worker of --processes collects its slice; the parent computes the metrics
-            new = [t for p in pols for t in collect(pool, p, store, harness=harness, show_progress=False)]
+            new = [t for p in pols
+                   for t in collect(pool, p, store, harness=harness, show_progress=False, first_shard=part.index)]
             spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of(pols),
                                                             new=len(new), tiers=spread.tally(new),
                                                             policies=[p.name for p in pols]))

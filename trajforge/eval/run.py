@@ -27,14 +27,16 @@ from trajforge.store import TrajectoryStore, resume_keys
 def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: int = 1,
             harness: HarnessConfig | None = None, rewards: RewardConfig | None = None,
             show_progress: bool = True, scale: CollectConfig | None = None,
-            executor: str | Executor = "asyncio", retry_faults: bool = False) -> list[Trajectory]:
+            executor: str | Executor = "asyncio", retry_faults: bool = False,
+            first_shard: int = 0) -> list[Trajectory]:
     """Run, grade and append every missing (task, sample) episode; return the new trajectories.
 
     Policies that answer one episode at a time (``act_one``: OpenAI-compatible servers), and any
     run on the Ray executor, go through the async harness with ``scale``'s concurrency, deadlines
     and retries; batch policies (local HF, expert, scripted) through the batched loop. Either way
     this process claims a store shard of its own and appends each graded episode as it ends.
-    ``retry_faults`` also reruns episodes the store has only as ``env_fault``.
+    ``retry_faults`` also reruns episodes the store has only as ``env_fault``. ``first_shard``:
+    the lowest shard number to claim (a ``--shard I/N`` worker's I).
     """
     store = TrajectoryStore(store_dir)
     have = store.keys(faults=not retry_faults)
@@ -46,7 +48,7 @@ def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: i
     todo = sum(1 for t in tasks for s in range(samples) if not skip(t, s))
     new: list[Trajectory] = []
     scaled = hasattr(policy, "act_one") or executor != "asyncio"
-    with store.writer(background=scaled) as shard, collect_progress(f"collect {policy.name}"[:40], todo,
+    with store.writer(background=scaled, first=first_shard) as shard, collect_progress(f"collect {policy.name}"[:40], todo,
                                                    show_progress) as tally:
         def done(traj: Trajectory) -> None:
             traj.sampling = sampling

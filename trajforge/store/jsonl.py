@@ -183,10 +183,13 @@ class TrajectoryStore:
             f.flush()
             os.fsync(f.fileno())
 
-    def writer(self, background: bool = False) -> ShardWriter:
-        """Claim the lowest-numbered ``shard-<n>.jsonl`` that no live writer holds."""
+    def writer(self, background: bool = False, first: int = 0) -> ShardWriter:
+        """Claim the lowest-numbered ``shard-<n>.jsonl``, from ``first`` on, that no live writer
+        holds. A ``--shard I/N`` worker starts at I, so its episodes land in ``shard-I`` whatever
+        the other workers' timing (from 0, a worker that finished early leaves its shard free for
+        the next to append to)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        n = 0
+        n = first
         while True:
             path = self.root / f"shard-{n}.jsonl"
             created = not path.exists()
