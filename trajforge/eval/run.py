@@ -48,8 +48,8 @@ def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: i
     todo = sum(1 for t in tasks for s in range(samples) if not skip(t, s))
     new: list[Trajectory] = []
     scaled = hasattr(policy, "act_one") or executor != "asyncio"
-    with store.writer(background=scaled, first=first_shard) as shard, collect_progress(f"collect {policy.name}"[:40], todo,
-                                                   show_progress) as tally:
+    with store.writer(background=scaled, first=first_shard) as shard, \
+            collect_progress(f"collect {policy.name}"[:40], todo, show_progress) as tally:
         def done(traj: Trajectory) -> None:
             traj.sampling = sampling
             g = graded(traj, rewards)

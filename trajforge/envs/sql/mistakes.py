@@ -19,6 +19,7 @@ and each only reads (the database is read-only anyway):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -35,12 +36,14 @@ COLUMN_SLIPS = {"city": "city_name", "category": "category_name", "price": "cost
 """Columns and the near-miss names models give them."""
 
 
+@functools.lru_cache(maxsize=64)
 def world_slips(world: int) -> tuple[dict[str, str], dict[str, str]]:
     """(table slips, column slips) in ``world``'s names, each name → the wrong one: a renamed
     name's slip is its world-0 name, the others keep ``TABLE_SLIPS`` / ``COLUMN_SLIPS`` (world 0:
-    exactly those). A slip that is a real name of the world is left out: it would not fail."""
+    exactly those). A slip that is a real name of the world is left out: it would not fail.
+    Cached per world (every task's mistakes ask): callers read the dicts, never change them."""
     w = retail_world(world)
-    tables = {w.tables.get(t, t): t for t in (*TABLE_SLIPS, *TABLE_NAMES) if t in w.tables}
+    tables = {w.tables[t]: t for t in (*TABLE_SLIPS, *TABLE_NAMES) if t in w.tables}
     tables |= {t: wrong for t, wrong in TABLE_SLIPS.items() if t not in w.tables}
     columns = {w.columns[c]: c for c in (*COLUMN_SLIPS, *COLUMN_NAMES) if c in w.columns}
     columns |= {c: wrong for c, wrong in COLUMN_SLIPS.items() if c not in w.columns}
