@@ -40,6 +40,11 @@ TINY = {
                            "num_attention_heads": 6, "num_key_value_heads": 2},
                           {"batch_size": 4, "grad_accum": 2, "max_len": 900, "gradient_checkpointing": False,
                            "r": 16}),
+    # --lora-layers: adapters on the top 2 of 8 layers, so only those keep activations.
+    "tiny-384x8-top2-nockpt": ({"hidden_size": 384, "num_hidden_layers": 8, "intermediate_size": 1024,
+                                "num_attention_heads": 6, "num_key_value_heads": 2},
+                               {"batch_size": 4, "max_len": 900, "gradient_checkpointing": False,
+                                "lora_layers": 2}),
 }
 COMMON = {"device": "cpu", "max_steps": 4}
 """Four optimizer steps (of ``grad_accum`` micro-batches each) or more: the peak is read at the end,

@@ -61,3 +61,27 @@ def test_adapters_that_are_not_plain_low_rank_deltas_are_refused(tiny_model, tmp
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match=field):
         stack_loras([folder], tmp_path / "out")
+
+
+def test_adapters_on_the_top_layers_only_stack_exactly(tiny_model, tmp_path):
+    """``--lora-layers``: an adapter on the top layer under one on every layer, and two top-layer
+    adapters, stack into the merged lineage's logits, adapting the union of their layers."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    top = _adapter(tiny_model, tmp_path / "top", 1, r=2, lora_alpha=4, target_modules=["q_proj"],
+                   layers_to_transform=[1])
+    top_too = _adapter(tiny_model, tmp_path / "top2", 2, r=2, lora_alpha=4, target_modules=["v_proj"],
+                       layers_to_transform=[1])
+    every = _adapter(tiny_model, tmp_path / "all", 3, r=2, lora_alpha=4, target_modules=["q_proj"])
+    ids = list(range(5, 40))
+    for lineage, layers in (([top, every], None), ([top, top_too], [1])):
+        merged = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+        for step in lineage:
+            merged = PeftModel.from_pretrained(merged, step).merge_and_unload()
+        stacked = stack_loras(lineage, tmp_path / f"stacked{len(str(layers))}")
+        assert json.loads((stacked / "adapter_config.json").read_text())["layers_to_transform"] == layers
+        base = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+        got = _logits(PeftModel.from_pretrained(base, stacked).eval(), ids)
+        want = _logits(merged.eval(), ids)
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()

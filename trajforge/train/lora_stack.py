@@ -90,12 +90,22 @@ def stack_loras(folders: list[str | Path], out_dir: str | Path) -> Path:
     targets = sorted({name for _, _, cfg in loaded for name in _targets(cfg)})
     cfg = dict(loaded[0][2])
     cfg.update(r=total, lora_alpha=total, use_rslora=False, lora_dropout=0.0, target_modules=targets,
+               layers_to_transform=_layers([c for _, _, c in loaded]),
                rank_pattern={}, alpha_pattern={}, inference_mode=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(out_tensors, str(out / ADAPTER_FILE))
     (out / "adapter_config.json").write_text(json.dumps(cfg, indent=2))
     return out
+
+
+def _layers(cfgs: list[dict]) -> list[int] | None:
+    """The layers the stack adapts (``--lora-layers``): every layer if any adapter adapts every
+    layer, else the union of theirs."""
+    picked = [c.get("layers_to_transform") for c in cfgs]
+    if any(p is None for p in picked):
+        return None
+    return sorted({int(i) for p in picked for i in ([p] if isinstance(p, int) else p)})
 
 
 def _targets(cfg: dict) -> list[str]:

@@ -30,13 +30,31 @@ def lora_model(path: str, cfg: LoraSettings, init_adapter: str | None = None, de
         net = prepare_model_for_kbit_training(net, use_gradient_checkpointing=cfg.gradient_checkpointing)
     torch.manual_seed(cfg.seed)
     net = get_peft_model(net, LoraConfig(r=cfg.r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.dropout,
-                                         target_modules=cfg.targets, task_type="CAUSAL_LM"))
+                                         target_modules=cfg.targets, task_type="CAUSAL_LM",
+                                         layers_to_transform=adapted_layers(net.config, cfg.lora_layers)))
     if cfg.gradient_checkpointing and not fsdp_checkpoints():
         # Non-reentrant checkpointing: works with frozen inputs (no enable_input_require_grads hack),
         # with DDP's hooks and with torch.compile.
         # Active only in train mode, so in-loop evaluation and rollouts still generate with a cache.
         net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers then also makes the input embeddings' output require a gradient, which only
+        # reentrant checkpointing needs; it would push the backward through every layer, the
+        # frozen ones below ``--lora-layers`` included.
+        net.disable_input_require_grads()
     return net, tok
+
+
+def adapted_layers(config, top: int) -> list[int] | None:
+    """The decoder layers ``--lora-layers N`` adapts: the top N (None: every layer)."""
+    if not top:
+        return None
+    layers = getattr(config, "num_hidden_layers", None)
+    if layers is None:
+        raise ValueError(f"lora_layers={top} needs the model's layer count, and its config "
+                         f"({type(config).__name__}) has no num_hidden_layers")
+    if top > layers:
+        raise ValueError(f"lora_layers={top}, but the model has {layers} decoder layers")
+    return list(range(layers - top, layers))
 
 
 def fsdp_checkpoints() -> bool:

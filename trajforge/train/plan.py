@@ -239,7 +239,7 @@ def train_memory(shape: Shape, cfg, hw: Hardware, work: Workload) -> TrainMemory
     if several and cfg.distributed in ("zero3", "fsdp"):
         # Each GPU holds its shard plus about two gathered layers (the current one and the prefetch).
         weights = weights / hw.gpus + 2 * (weights / shape.layers)
-    n_lora = shape.lora_params(cfg.r, cfg.targets)
+    n_lora = shape.lora_params(cfg.r, cfg.targets, cfg.lora_layers)
     lora = n_lora * lora_state_bytes(cfg.distributed if several else "single", hw.gpus)
     peak = activation_peak(shape, cfg, work, activation_width(dtype, cfg.load_in), hw.device)
     allocated = weights + lora + peak.activations + peak.logits
@@ -280,7 +280,10 @@ def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> A
     """What one micro-batch's forward and backward hold at their highest point. Two candidates:
     the LM head's backward (every layer's saved activations or checkpointed inputs still alive,
     plus ``LOGIT_COPIES[device]`` fp32 copies of a chunk's logits), or a layer's backward (with
-    checkpointing: its recomputed activations on top of the checkpoints; the logits are gone)."""
+    checkpointing: its recomputed activations on top of the checkpoints; the logits are gone).
+    Only adapted layers keep anything: below the lowest one (``--lora-layers``) nothing needs a
+    gradient, so autograd records nothing there."""
+    layers = shape.adapted_layers(cfg.lora_layers)
     per_token = layer_bytes_per_token(shape, s, cfg.r, cfg.targets, cfg.dropout, device)
     per_token += eager_scores_bytes(shape, s, work.width)
     tokens = work.rows * work.width
@@ -288,15 +291,15 @@ def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> A
     expanded = 0.0
     if shared and work.prefix >= MIN_SHARED_PREFIX:  # the prefix runs once; its KV is expanded to every row
         tokens = work.prefix + work.rows * (work.width - work.prefix)
-        expanded = shape.layers * work.rows * work.prefix * 2 * s * (shape.kv_dim + shape.q_dim)
+        expanded = layers * work.rows * work.prefix * 2 * s * (shape.kv_dim + shape.q_dim)
     # The final norm's fp32 input, the boolean attention mask, the loss positions' hidden states.
     model = tokens * (4 * shape.hidden + 4) + work.rows * work.width ** 2 + work.loss_tokens * s * shape.hidden
     backward = tokens * backward_bytes_per_token(shape, s)
     if cfg.gradient_checkpointing:
-        kept = shape.layers * tokens * s * shape.hidden + model
+        kept = layers * tokens * s * shape.hidden + model
         in_layer = tokens * per_token + backward
     else:
-        kept = shape.layers * tokens * per_token + expanded + model
+        kept = layers * tokens * per_token + expanded + model
         in_layer = backward
     head = LOGIT_COPIES[device] * min(work.loss_tokens, chunk_tokens(shape.vocab)) * shape.vocab * 4
     if head >= in_layer:
@@ -405,14 +408,15 @@ class Timing(BaseModel):
 def train_flops_per_token(shape: Shape, cfg, width: int, loss_share: float) -> float:
     """Forward FLOPs per token (2 × linear parameters + causal attention + the head on loss
     positions) × passes: the forward, the backward's input gradients (a frozen base computes no
-    weight gradients), and a recomputed forward under gradient checkpointing."""
+    weight gradients), and a recomputed forward under gradient checkpointing. The backward and the
+    recomputation run through the adapted layers only (``--lora-layers``)."""
     count = shape.params()
-    lora = shape.lora_params(cfg.r, cfg.targets)
+    lora = shape.lora_params(cfg.r, cfg.targets, cfg.lora_layers)
     attention = 2 * 2 * shape.layers * shape.q_dim * width / 2
     forward = 2 * (count.linear + lora) + attention
     head = 2 * shape.vocab * shape.hidden * loss_share
-    passes = 3 if cfg.gradient_checkpointing else 2
-    return passes * forward + 2 * head
+    backward = (2 if cfg.gradient_checkpointing else 1) * shape.adapted_layers(cfg.lora_layers) / shape.layers
+    return (1 + backward) * forward + 2 * head
 
 
 def timing(shape: Shape, cfg, hw: Hardware, tokens: int, width: int, loss_share: float,
@@ -502,7 +506,7 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
                 data=data.model_dump(exclude={"workloads"}) if data is not None else None)
 
 
-PLANNED_SETTINGS = ("r", "targets", "dropout", "batch_size", "grad_accum", "max_len", "max_steps", "epochs",
+PLANNED_SETTINGS = ("r", "targets", "lora_layers", "dropout", "batch_size", "grad_accum", "max_len", "max_steps", "epochs",
                     "dtype", "gradient_checkpointing", "share_prefix", "load_in", "distributed", "replay_share")
 """The ``SFTConfig`` fields the plan depends on."""
 

@@ -86,10 +86,17 @@ class Shape(BaseModel):
         norms = self.layers * self.norms_per_layer * h + h
         return ParamCount(embedding, lm_head, self.layers * attention, self.layers * mlp, norms)
 
-    def lora_params(self, r: int, targets: list[str]) -> int:
-        """Trainable LoRA parameters: r × (in + out) for every targeted linear of every layer."""
+    def lora_params(self, r: int, targets: list[str], top: int = 0) -> int:
+        """Trainable LoRA parameters: r × (in + out) for every targeted linear of every adapted
+        layer (``top``: the top N layers only, as ``--lora-layers``; 0: all)."""
         lin = self.linears()
-        return self.layers * sum(r * (a + b) for n, (a, b) in lin.items() if n in targets)
+        return self.adapted_layers(top) * sum(r * (a + b) for n, (a, b) in lin.items() if n in targets)
+
+    def adapted_layers(self, top: int = 0) -> int:
+        """How many layers ``--lora-layers top`` adapts (0: all), refused past the model's depth."""
+        if top > self.layers:
+            raise ValueError(f"lora_layers={top}, but {self.name} has {self.layers} decoder layers")
+        return top or self.layers
 
     def kv_bytes_per_token(self, bytes_per_value: float) -> float:
         """KV cache per token: keys and values of every layer's KV heads."""
