@@ -21,7 +21,7 @@ from trajforge.harness.events import EventLog, log_path
 from trajforge.harness.progress import collect_progress
 from trajforge.policies import Policy
 from trajforge.schema import Task, Trajectory
-from trajforge.store import TrajectoryStore, resume_keys
+from trajforge.store import TrajectoryStore, resume_keys  # noqa: F401 (resume_keys: 0.1 API, re-exported)
 
 
 def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: int = 1,
@@ -39,11 +39,8 @@ def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: i
     the lowest shard number to claim (a ``--shard I/N`` worker's I).
     """
     store = TrajectoryStore(store_dir)
-    have = store.keys(faults=not retry_faults)
     sampling = sampling_of(policy)
-
-    def skip(task: Task, sample: int) -> bool:
-        return any(k in have for k in resume_keys(task.id, policy.name, sample, sampling))
+    skip = store.stored(policy.name, sampling, faults=not retry_faults)
 
     todo = sum(1 for t in tasks for s in range(samples) if not skip(t, s))
     new: list[Trajectory] = []

@@ -259,6 +259,15 @@ class TrajectoryStore:
         resume runs them again)."""
         return {key_of(t) for t in self if faults or not is_fault(t)}
 
+    def stored(self, policy: str, sampling: SamplingConfig, faults: bool = True):
+        """``(task, sample) -> bool``: is that episode of ``policy`` at ``sampling`` already here
+        (``resume_keys``)? The skip rule of every resumable run, read from the store once."""
+        have = self.keys(faults=faults)
+
+        def already(task, sample: int) -> bool:
+            return any(k in have for k in resume_keys(task.id, policy, sample, sampling))
+        return already
+
     def rewrite(self, trajs: list[Trajectory]) -> None:
         """Replace the store's content atomically (used by ``grade`` to add outcomes).
 

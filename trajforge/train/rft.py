@@ -147,13 +147,11 @@ def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts
     same policy and sampling stored are not run again."""
     from trajforge.grade import graded
     from trajforge.harness import run_episodes, sampling_of
-    from trajforge.store import TrajectoryStore, resume_keys
+    from trajforge.store import TrajectoryStore
 
     store = TrajectoryStore(store_dir)
-    have, sampling = store.keys(faults=False), sampling_of(policy)
-
-    def skip(task: Task, sample: int) -> bool:
-        return any(k in have for k in resume_keys(task.id, policy.name, sample, sampling))
+    sampling = sampling_of(policy)
+    skip = store.stored(policy.name, sampling, faults=False)
 
     with store.writer() as shard:
         def done(traj: Trajectory) -> None:
