@@ -109,13 +109,21 @@ def build_task(template: Template, entities: dict[str, Any], split: Split, pools
     finally:
         env.close()
     task = probe.model_copy(update={"reference": tuple(planner.calls),
-                                    "reasoning": tuple(planner.reasoning)})
+                                    "reasoning": with_overview(template, entities, planner.reasoning)})
     verdict = replay_reference(task)
     if not verdict.correct:
         return "verifier_rejected"
     if tuple(verdict.milestones) != MILESTONES:
         return "milestones_incomplete"
     return task
+
+
+def with_overview(template: Template, entities: dict[str, Any], reasoning: list[str]) -> tuple[str, ...]:
+    """The expert's sentences, the first one after the template's overview (medium and hard)."""
+    words = list(reasoning)
+    if template.overview and words:
+        words[0] = f"{template.overview.format(**entities)} {words[0]}"
+    return tuple(words)
 
 
 def _leaks(goal: OrderGoal | BookingGoal, catalog: Catalog) -> bool:

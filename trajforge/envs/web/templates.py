@@ -97,6 +97,9 @@ class Template:
     plan: Callable[[Planner, dict[str, Any], Goal], None]
     heldout_only: bool = False
     """Appears only in the held-out split (a close cousin of a seen template)."""
+    overview: str = ""
+    """Medium and hard templates: what the expert says before its first sentence — which pages
+    it will go through and why, filled with the entities (planning text sized to the task)."""
 
 
 # ---- shared steps -----------------------------------------------------------------------------
@@ -489,44 +492,64 @@ TEMPLATES: tuple[Template, ...] = (
     # ---- medium: search a listing with filters and sort, or fill a form -------------------
     Template(id="cheapest_in_color", tier="medium", draw=_draw_category_color,
              goal=_goal_cheapest_color, plan=_plan_cheapest_color,
+             overview=("A search cannot rank by price, so I'll use the {category} listing, filtered to "
+                       "{color} and sorted from the lowest price, and take its first item."),
              prompt="Find the cheapest item in {category} that comes in {color} and buy one "
                     "in {color}, with standard shipping."),
     Template(id="cheapest_of_brand", tier="medium", draw=_draw_category_brand,
              goal=_goal_cheapest_brand, plan=_plan_cheapest_brand,
+             overview=("A search cannot rank by price, so I'll use the {category} listing, filtered to "
+                       "{brand} and sorted from the lowest price, and take its first item."),
              prompt="Buy the cheapest {brand} item in {category}, with express shipping."),
     Template(id="named_with_options", tier="medium", draw=_draw_named_options, goal=_goal_named,
              plan=_plan_named,
+             overview=("I'll find the {product} by search, set its color, size and quantity on its page, "
+                       "and pick express shipping at checkout."),
              prompt="Buy {quantity} of the {product} in {color}, size {size}, with express "
                     "shipping."),
     Template(id="book_class", tier="medium", draw=_draw_booking, goal=_goal_booking,
              plan=_plan_booking,
+             overview=("Classes are not in the shop: the {class} class has its own page under the classes "
+                       "page, where I'll pick the session and fill in the booking."),
              prompt="Book {seats_text} in the {class} class on {session} for {name}, email "
                     "{email}."),
     Template(id="priciest_in_color", tier="medium", draw=_draw_category_color,
              goal=lambda c, e: _goal_cheapest_color(c, e, sort="price_desc"),
              plan=lambda p, e, g: _plan_cheapest_color(p, e, g, sort="price_desc"),
              heldout_only=True,
+             overview=("A search cannot rank by price, so I'll use the {category} listing, filtered to "
+                       "{color} and sorted from the highest price, and take its first item."),
              prompt="Find the most expensive item in {category} that comes in {color} and buy "
                     "one in {color}, with standard shipping."),
     # ---- hard: several items, a budget, another recipient, or reading availability --------
     Template(id="two_named_items", tier="hard", draw=_draw_two_named, goal=_goal_two_named,
              plan=_plan_two_named,
+             overview=("Both items go in one order, so I'll search for the {product} and add it, then the "
+                       "{product2}, and check out once."),
              prompt="In one order, buy the {product} in {color} and {quantity2} of the "
                     "{product2}, with standard shipping."),
     Template(id="best_rated_under_budget", tier="hard", draw=_draw_budget, goal=_goal_budget,
              plan=_plan_budget,
+             overview=("The {category} listing can cap the price at ${budget} and sort by rating, so its "
+                       "first item is the one to buy."),
              prompt="Buy the highest-rated item in {category} that costs at most ${budget}, "
                     "with express shipping."),
     Template(id="gift_cheapest_in_color", tier="hard", draw=_draw_gift, goal=_goal_gift,
              plan=_plan_cheapest_color,
+             overview=("I'll find the cheapest {color} item in the {category} listing, filtered and sorted "
+                       "by price, then ship it to {to_name} at checkout."),
              prompt="Find the cheapest item in {category} that comes in {color} and send one "
                     "in {color} to {to_name}, {to_address}, {to_city}, with express shipping."),
     Template(id="earliest_open_session", tier="hard", draw=_draw_earliest, goal=_goal_earliest,
              plan=_plan_earliest,
+             overview=("The {class} class page lists each session with its free seats, so I'll read them "
+                       "there and take the earliest with {seats} free."),
              prompt="Book {seats} seats for {name} (email {email}) in the earliest {class} "
                     "session that still has at least {seats} free seats."),
     Template(id="two_cheapest_items", tier="hard", draw=_draw_two_cheapest,
              goal=_goal_two_cheapest, plan=_plan_two_cheapest, heldout_only=True,
+             overview=("I'll take the first item of the {category} listing sorted by price, then the same "
+                       "in {category2}, and check out once."),
              prompt="In one order, buy the cheapest item in {category} and the cheapest item in "
                     "{category2}, with standard shipping."),
 )
