@@ -204,10 +204,22 @@ def evaluate_recipe(recipe: str, adapter: Path, out: Path, args, split, solved) 
         info.update(recovery_rate=m["recovery_rate"], recovery_k=m["recovery"]["k"], recovery_n=m["recovery"]["n"],
                     first_error_rate=round(m["first_error_rate"], 4), validity=round(m["validity"], 4), n=m["n"])
         solved[recipe] = {t.task_id for t in trajs if t.outcome and t.outcome.correct}
+        info["by_template"] = by_template(split[name], solved[recipe])
         if recipe != "sft" and "sft" in solved:
             fixed, broke = len(solved[recipe] - solved["sft"]), len(solved["sft"] - solved[recipe])
             info.update(fixed=fixed, broke=broke, paired_p=round(paired_p(fixed, broke), 4))
     return info
+
+
+def by_template(tasks, solved: set[str]) -> dict[str, list[int]]:
+    """{template: [solved, tasks]} over the held-out split: which structures a recipe reaches
+    (two held-out templates no recipe solved are a quarter of the split; see the README)."""
+    counts: dict[str, list[int]] = {}
+    for task in sorted(tasks, key=lambda t: t.template):
+        row = counts.setdefault(task.template, [0, 0])
+        row[0] += task.id in solved
+        row[1] += 1
+    return counts
 
 
 def table(results: dict, n_heldout: int) -> Table:

@@ -1,0 +1,38 @@
+"""benchmarks/recipes.py's task splits: the 186 held-out tasks never meet training (no held-out
+entity or template in a train task, no train question among them), and the per-template counts."""
+
+from argparse import Namespace
+
+import pytest
+
+from benchmarks.recipes import by_template, task_splits
+from trajforge.envs.sql.tasks import TEMPLATES, heldout_values
+
+
+@pytest.fixture(scope="module")
+def split():
+    return task_splits(Namespace(n=260, seed=0, heldout_dbs=[0, 1]))
+
+
+def test_recipes_heldout_never_meets_train(split):
+    train, heldout = split["train"], split["heldout"]
+    assert (len(train), len(split["test"]), len(heldout)) == (182, 39, 186)
+    assert {t.split for t in heldout} == {"heldout"}
+    held_templates = {t.id for t in TEMPLATES if t.heldout_only}
+    assert held_templates <= {t.template for t in heldout}
+    assert not held_templates & {t.template for t in train}
+    names = heldout_values()
+    for task in train:
+        assert not names & set(map(str, task.entities.values())), task.id
+    assert not {t.prompt for t in heldout} & {t.prompt for t in train}
+    # both databases contribute: the second asks the same questions of other rows
+    assert len({t.id for t in heldout}) == len(heldout)
+
+
+def test_by_template_counts_solved_tasks_per_template(split):
+    heldout = split["heldout"]
+    stock = [t.id for t in heldout if t.template == "product_stock"]
+    counts = by_template(heldout, set(stock[:3]))
+    assert counts["product_stock"] == [3, len(stock)]
+    assert sum(n for _, n in counts.values()) == len(heldout)
+    assert sum(k for k, _ in counts.values()) == 3
