@@ -25,7 +25,7 @@ def test_recipes_heldout_never_meets_train(split):
     for task in train:
         assert not names & set(map(str, task.entities.values())), task.id
     assert not {t.prompt for t in heldout} & {t.prompt for t in train}
-    # both databases contribute: the second asks the same questions of other rows
+    # the two databases ask the same questions of other rows: no task is drawn twice
     assert len({t.id for t in heldout}) == len(heldout)
 
 
