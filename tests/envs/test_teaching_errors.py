@@ -43,6 +43,21 @@ def test_no_such_column_lists_the_columns_of_the_querys_tables(sql):
     assert "columns of the tables: customers(" in r.content and "order_items(" in r.content
 
 
+def test_a_column_on_the_wrong_table_names_the_table_that_has_it_and_the_join(sql):
+    r = call(sql, "run_sql", query="SELECT COUNT(*) FROM orders o WHERE city = 'Lyon'")
+    assert r.error == "no_such_column"
+    assert r.content.startswith("Error: no such column: city; city is a column of customers "
+                                "(JOIN customers ON orders.customer_id = customers.id), not of orders; "
+                                "columns of the query's tables: orders(")
+    # two hops, and every table that has the column (a qualified name too)
+    r = call(sql, "run_sql", query="SELECT SUM(oi.quantity) FROM order_items oi WHERE oi.name = 'x'")
+    assert ("name is a column of customers (JOIN orders ON order_items.order_id = orders.id "
+            "JOIN customers ON orders.customer_id = customers.id) and of products "
+            "(JOIN products ON order_items.product_id = products.id), not of order_items") in r.content
+    r = call(sql, "run_sql", query="SELECT nme FROM orders")  # in no table: only the columns
+    assert "is a column of" not in r.content and "columns of the query's tables: orders(" in r.content
+
+
 def test_no_such_table_lists_the_tables_closest_first(sql):
     r = call(sql, "run_sql", query="SELECT * FROM customer")
     assert r.error == "no_such_table"

@@ -106,13 +106,67 @@ def what_exists(kind: str, message: str, query: str, schema: dict[str, str]) -> 
         named = tables_read(query, list(schema))
         shown = [_columns(schema[t]) for t in named] or [_columns(d) for d in schema.values()]
         which = "the query's tables" if named else "the tables"
-        return _bounded(f"columns of {which}: " + "; ".join(shown))
+        missing = re.search(r"no such column:\s*(?:[\w$]+\.)?([\w$]+)", message)
+        where = where_it_is(missing.group(1), named, schema) if missing and named else ""
+        # Where the column is comes first: it is the fix, and it must survive the bound.
+        return _bounded((f"{where}; " if where else "") + f"columns of {which}: " + "; ".join(shown))
     if kind == "no_such_table":
         missing = re.search(r"no such table:\s*(?:\w+\.)?(\S+)", message)
         return _bounded(tables_hint(missing.group(1) if missing else "", list(schema)))
     if kind == "ambiguous_column":
         return "qualify the column with its table name or alias (orders.id, o.id)"
     return ""
+
+
+def foreign_keys(schema: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """(table, column, referenced table, referenced column) for each ``col TYPE -> table.col`` of
+    the schema's descriptions (names in lower case)."""
+    out = []
+    for table, description in schema.items():
+        for col, ref, ref_col in re.findall(r"([\w$]+) [^,()]*?-> ([\w$]+)\.([\w$]+)", _columns(description)):
+            out.append((table, col.casefold(), ref.casefold(), ref_col.casefold()))
+    return out
+
+
+def join_path(start: list[str], goal: str, schema: dict[str, str], max_hops: int = 3) -> list[str] | None:
+    """The ``JOIN t ON a.x = t.y`` clauses that reach ``goal`` from the tables ``start`` by foreign
+    keys, fewest first (None when none within ``max_hops``)."""
+    edges: dict[str, list[tuple[str, str]]] = {}
+    for table, col, ref, ref_col in foreign_keys(schema):
+        edges.setdefault(table, []).append((ref, f"{table}.{col} = {ref}.{ref_col}"))
+        edges.setdefault(ref, []).append((table, f"{ref}.{ref_col} = {table}.{col}"))
+    paths = {t: [] for t in start}
+    frontier = list(start)
+    for _ in range(max_hops):
+        nxt = []
+        for table in frontier:
+            for other, on in edges.get(table, []):
+                if other not in paths:
+                    paths[other] = paths[table] + [f"JOIN {other} ON {on}"]
+                    nxt.append(other)
+        if goal in paths:
+            return paths[goal]
+        frontier = nxt
+    return paths.get(goal)
+
+
+def where_it_is(column: str, named: list[str], schema: dict[str, str]) -> str:
+    """``city is a column of customers (JOIN customers ON orders.customer_id = customers.id)``:
+    the other tables that have ``column`` and how the query's tables reach them ("" when none
+    has it). The error a model makes most with a schema it half knows is the right column on the
+    wrong table; naming the join turns that error into a one-turn fix."""
+    wanted = column.casefold()
+    found = []
+    for table, description in schema.items():
+        if table in named:
+            continue
+        cols = [c.split()[0].casefold() for c in _columns(description).partition("(")[2].rstrip(")").split(", ") if c]
+        if wanted in cols:
+            path = join_path(named, table, schema)
+            found.append(f"{table} ({' '.join(path)})" if path else table)
+    if not found:
+        return ""
+    return f"{column} is a column of {' and of '.join(found)}, not of {', '.join(named)}"
 
 
 def tables_hint(wanted: str, tables: list[str]) -> str:
