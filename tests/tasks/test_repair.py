@@ -21,7 +21,7 @@ from trajforge.tasks.repair import Planner, generic_mistakes, measured_mistakes
 from tests.envs.mcp.test_mcp import kv_task, write_env
 
 ENV_KINDS = {
-    "sql": {"wrong_table", "wrong_column", "wrong_entity", "nearest_template", "intermediate"},
+    "sql": {"wrong_table", "wrong_column", "misplaced_column", "wrong_entity", "nearest_template", "intermediate"},
     "travel": {"wrong_entity", "bad_date", "nearest_template", "intermediate"},
     "web": {"wrong_entity", "bad_url", "intermediate"},
     "code": {"wrong_solution", "intermediate", "bad_path"},
@@ -89,6 +89,23 @@ def test_the_mistakes_come_back_as_the_environments_real_answers():
     assert inter.results[0].ok and "SELECT *" in inter.calls[0].arguments["query"]
     # the recovery turn says what went wrong before the right call
     assert "There is no column" in col.messages[4].content
+
+
+def test_a_misplaced_column_drops_the_join_and_the_recovery_adds_it_back():
+    pool = list(train_pool("sql"))
+    task = next(t for t in pool if t.template == "orders_from_city")
+    [m] = [m for m in env_spec("sql").mistakes(task, pool) if m.kind == "misplaced_column"]
+    city = task.entities["city"]
+    assert m.calls[0].arguments["query"] == f"SELECT COUNT(*) FROM orders o WHERE city = '{city}'"
+    assert m.recovery == ("city is a column of customers, which my query did not join; "
+                          "I'll add JOIN customers c ON o.customer_id = c.id.")
+    [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered"
+    [result] = traj.steps[0].results
+    assert result.error == "no_such_column" and "city is a column of customers (JOIN customers" in result.content
+    # a join whose alias the query uses elsewhere is never dropped: the mistake would not be one error
+    spender = next(t for t in pool if t.template == "top_spender_in_city")
+    assert "misplaced_column" not in {m.kind for m in env_spec("sql").mistakes(spender, pool)}
 
 
 def test_mistakes_leave_the_rest_of_the_reference_valid():

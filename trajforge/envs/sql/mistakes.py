@@ -9,6 +9,10 @@ and each only reads (the database is read-only anyway):
 - in a world that renames a table or column (``envs/sql/worlds.py``), those two use the original
   world's name instead (``customers`` where the world says ``clients``, ``city`` for ``town``):
   the name a model that memorised one world writes, refused like any other;
+- ``misplaced_column``: a joined table's column written on the tables without the join
+  (``FROM orders o WHERE city = 'Lyon'``): ``no such column``, with the table that has it and
+  the join that reaches it; the fix adds the join. Held-out questions fail this way more than
+  by spelling: the column is right, the table is not;
 - ``wrong_entity``: the question's value in another spelling (lower case): it runs and finds
   nothing, or counts zero;
 - ``nearest_template``: another template's query with this task's entities (what a model that
@@ -71,6 +75,29 @@ def _swap_first(query: str, slips: dict[str, str]) -> tuple[str, str, str] | Non
     return None
 
 
+_JOIN = re.compile(r"\s+JOIN\s+(\w+)\s+(?:AS\s+)?(\w+)\s+ON\s+\w+\.\w+\s*=\s*\w+\.\w+", re.I)
+
+
+def _drop_join(query: str) -> tuple[str, str, str, str] | None:
+    """(query without one of its joins, the column, its table, the JOIN clause) where the dropped
+    table's alias is used only by its ON clause and one filter ``alias.column``, which loses its
+    alias: the query a model writes when it knows the column but not where it lives. None when
+    no join is that simple."""
+    for m in _JOIN.finditer(query):
+        table, alias = m.group(1), m.group(2)
+        rest = query[:m.start()] + query[m.end():]
+        uses = re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)", rest)
+        if len(uses) != 1:
+            continue
+        column = uses[0]
+        filtered = re.search(rf"\bWHERE\b.*(?<![\w.]){re.escape(alias)}\.{column}\b", rest, re.I | re.S)
+        if filtered is None:
+            continue
+        new = re.sub(rf"(?<![\w.]){re.escape(alias)}\.{column}\b", column, rest, count=1)
+        return new, column, table, m.group(0).strip()
+    return None
+
+
 def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     """The mistakes above that fit ``task`` (the first ``run_sql`` of its reference)."""
     at = first_call(task, QUERY_TOOLS)
@@ -90,6 +117,12 @@ def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
         new, right, wrong = swapped
         out.append(Mistake(kind="wrong_column", at=at, calls=(with_args(call, query=new),),
                            recovery=f"There is no column {wrong}; the error lists the columns, and it is {right}."))
+    dropped = _drop_join(query)
+    if dropped:
+        new, column, table, clause = dropped
+        out.append(Mistake(kind="misplaced_column", at=at, calls=(with_args(call, query=new),),
+                           recovery=f"{column} is a column of {table}, which my query did not join; "
+                                    f"I'll add {clause}."))
     for value in task.entities.values():
         if isinstance(value, str) and f"'{value}'" in query and value.lower() != value:
             out.append(Mistake(kind="wrong_entity", at=at,
