@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trajforge.envs.sql.env import SqlEnv
+from trajforge.envs.sql.hints import tables_read
 from trajforge.envs.sql.results import read_result
-from trajforge.envs.sql.worlds import HELDOUT_CATEGORIES, HELDOUT_COUNTRIES, retail_world
+from trajforge.envs.sql.worlds import HELDOUT_CATEGORIES, HELDOUT_COUNTRIES, TABLE_NAMES, retail_world
 from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES  # noqa: F401 - re-exported (old path)
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
@@ -96,11 +97,26 @@ class Template:
         return self.schema_calls_in(0)
 
     def schema_calls_in(self, world: int) -> tuple[ToolCall, ...]:
-        """The schema discovery calls in ``world`` (the described table under its name there)."""
+        """The schema discovery calls in ``world`` (the described table under its name there).
+
+        In a world that renames tables or columns every template reads the schema first: the
+        tables, then each table its queries read. An expert that writes renamed names it never
+        looked up teaches a model to write names from memory, the very habit worlds are there to
+        break (stop 22: trained on such episodes, the model wrote other worlds' names)."""
+        names = retail_world(world)
+        if self.explores_in(world):
+            read = tables_read(" ".join(self.sql), [*TABLE_NAMES, "order_items"])
+            return (ToolCall(name="list_tables"),
+                    *(ToolCall(name="describe_table", arguments={"table": names.sql(t)}) for t in read))
         if self.describe is None:
             return ()
         return (ToolCall(name="list_tables"),
-                ToolCall(name="describe_table", arguments={"table": retail_world(world).sql(self.describe)}))
+                ToolCall(name="describe_table", arguments={"table": names.sql(self.describe)}))
+
+    def explores_in(self, world: int) -> bool:
+        """Whether ``world``'s schema calls are the plain exploration above, not the template's own."""
+        names = retail_world(world)
+        return bool(world and (names.tables or names.columns))
 
 
 # Joins used by several templates, spelled once.
@@ -418,12 +434,17 @@ def reasoning_for(task: Task, call_index: int) -> str:
             raise IndexError(f"{task.id} has {len(task.reference)} reference calls, "
                              f"not {call_index + 1}")
         return plain_reasoning(task.reference[call_index])
-    if not 0 <= call_index < len(template.reasoning):
-        raise IndexError(f"{task.id} has {len(template.reasoning)} reference calls, "
-                         f"not {call_index + 1}")
+    own = call_index  # the template's sentence for this call
+    if template.explores_in(task.world):  # the world's own schema calls, then the template's
+        explored = len(template.schema_calls_in(task.world))
+        if 0 <= call_index < explored:
+            return plain_reasoning(task.reference[call_index])
+        own += len(template.schema_calls) - explored
+    if not 0 <= own < len(template.reasoning):
+        raise IndexError(f"{task.id} has {len(task.reference)} reference calls, not {call_index + 1}")
     if call_index == len(task.reference) - 1 and task.reference[call_index].name == "submit_query":
         return plain_reasoning(task.reference[call_index])  # the answer is the query's result
-    words = retail_world(task.world).prose(template.reasoning[call_index])  # its tables' names
+    words = retail_world(task.world).prose(template.reasoning[own])  # its tables' names
     return words.format(**task.entities, answer=_answer_text(task.expected))
 
 
