@@ -104,11 +104,10 @@ def task_splits(args) -> dict[str, list]:
     (held-out entities and templates), so two databases give the ≥ 150 a 5-point change needs.
     Held-out tasks of another database ask the same held-out questions of other rows: nothing of
     them is in training either way (tests: test_recipes_heldout_never_meets_train)."""
-    from trajforge.envs.sql.tasks import generate_sql_tasks
+    from trajforge.envs.sql.tasks import generate_sql_tasks, generator
 
     tasks = generate_sql_tasks(args.n, args.seed).tasks
-    heldout = [t for db in args.heldout_dbs for t in generate_sql_tasks(10_000, args.seed, db_seed=db).tasks
-               if t.split == "heldout"]
+    heldout = [t for db in args.heldout_dbs for t in generator(db).heldout_space(args.seed).tasks]
     return {"train": [t for t in tasks if t.split == "train"], "test": [t for t in tasks if t.split == "test"],
             "heldout": heldout}
 

@@ -113,6 +113,17 @@ class TemplateGenerator(Generic[T]):
                  + self.fill({"heldout": sizes["heldout"]}, rng, seen, dropped))
         return self.report(tasks, dropped, n)
 
+    def heldout_space(self, seed: int = 0, most: int = 10_000) -> SynthReport:
+        """Every held-out task of the space (up to ``most``), without building the train and
+        test splits first: held-out entities are their own partition, so this is the held-out
+        set ``generator(n, seed)`` reaches once ``n`` is large enough to exhaust it (in another
+        order: the train and test draws no longer advance the random generator first)."""
+        dropped: Counter[str] = Counter()
+        tasks = self.fill({"heldout": most}, random.Random(seed), set(), dropped)
+        report = self.report(tasks, dropped, 0)
+        report.dropped.pop("unfilled", None)
+        return report
+
     def report(self, tasks: list[Task], dropped: Counter[str], n: int) -> SynthReport:
         """The pool of what ``fill`` kept: the ``finish`` pass, toolsets stamped, grouped by split,
         and the places left empty counted as ``unfilled``."""
