@@ -108,6 +108,9 @@ CREATE TABLE order_items (
   unit_price REAL NOT NULL);
 """
 
+TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE (\w+)", SCHEMA))
+"""World 0's table names, in schema order."""
+
 
 Category = tuple[tuple[str, ...], tuple[float, float]]
 """A category's products and price range."""

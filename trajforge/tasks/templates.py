@@ -120,9 +120,7 @@ class TemplateGenerator(Generic[T]):
         order: the train and test draws no longer advance the random generator first)."""
         dropped: Counter[str] = Counter()
         tasks = self.fill({"heldout": most}, random.Random(seed), set(), dropped)
-        report = self.report(tasks, dropped, 0)
-        report.dropped.pop("unfilled", None)
-        return report
+        return self.report(tasks, dropped, 0)  # n=0: the space's end is not an "unfilled" place
 
     def report(self, tasks: list[Task], dropped: Counter[str], n: int) -> SynthReport:
         """The pool of what ``fill`` kept: the ``finish`` pass, toolsets stamped, grouped by split,

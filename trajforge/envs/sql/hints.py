@@ -147,7 +147,7 @@ def join_path(start: list[str], goal: str, schema: dict[str, str], max_hops: int
         if goal in paths:
             return paths[goal]
         frontier = nxt
-    return paths.get(goal)
+    return None
 
 
 def where_it_is(column: str, named: list[str], schema: dict[str, str]) -> str:
@@ -160,8 +160,7 @@ def where_it_is(column: str, named: list[str], schema: dict[str, str]) -> str:
     for table, description in schema.items():
         if table in named:
             continue
-        cols = [c.split()[0].casefold() for c in _columns(description).partition("(")[2].rstrip(")").split(", ") if c]
-        if wanted in cols:
+        if wanted in _column_names(description):
             path = join_path(named, table, schema)
             found.append(f"{table} ({' '.join(path)})" if path else table)
     if not found:
@@ -187,6 +186,12 @@ def closest(wanted: str, names: list[str]) -> str | None:
 def _columns(description: str) -> str:
     """``orders(id INTEGER, ...)`` of a table description (its row count dropped)."""
     return description.rsplit(";", 1)[0]
+
+
+def _column_names(description: str) -> set[str]:
+    """The lower-case column names of a table description ``t(a INTEGER, b TEXT -> u.id); n rows``."""
+    inner = _columns(description).partition("(")[2].rstrip(")")
+    return {c.split()[0].casefold() for c in inner.split(", ") if c.strip()}
 
 
 def _bounded(text: str) -> str:

@@ -35,8 +35,9 @@ from typing import Literal
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.hints import tables_read
 from trajforge.envs.sql.results import read_result
-from trajforge.envs.sql.worlds import HELDOUT_CATEGORIES, HELDOUT_COUNTRIES, TABLE_NAMES, retail_world
+from trajforge.envs.sql.worlds import HELDOUT_CATEGORIES, HELDOUT_COUNTRIES, retail_world
 from trajforge.envs.sqldb import CATEGORIES as ALL_CATEGORIES  # noqa: F401 - re-exported (old path)
+from trajforge.envs.sqldb import TABLES
 from trajforge.schema import Split, Task, Tier, ToolCall
 from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, stable_id
@@ -104,8 +105,8 @@ class Template:
         looked up teaches a model to write names from memory, the very habit worlds are there to
         break (stop 22: trained on such episodes, the model wrote other worlds' names)."""
         names = retail_world(world)
-        if self.explores_in(world):
-            read = tables_read(" ".join(self.sql), [*TABLE_NAMES, "order_items"])
+        if self.explores_in(world):  # the queries are in world 0's names, renamed per call
+            read = tables_read(" ".join(self.sql), list(TABLES))
             return (ToolCall(name="list_tables"),
                     *(ToolCall(name="describe_table", arguments={"table": names.sql(t)}) for t in read))
         if self.describe is None:
