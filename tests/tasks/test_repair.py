@@ -169,12 +169,17 @@ def test_step_fields_default_to_todays_behaviour_and_old_records_read():
 
 
 def test_in_a_renamed_world_the_slips_are_that_worlds_names_and_fail_for_real():
-    """World > 0 renames tables and columns: the slip there is the original world's name (what a
-    model that memorised it writes), and the environment refuses it as it would any other."""
+    """A schema world renames tables and columns: the slip there is the original world's name (what
+    a model that memorised it writes), and the environment refuses it as it would any other."""
     from trajforge.envs.sql.mistakes import sql_mistakes
     from trajforge.envs.sql.worlds import retail_world
 
-    pool = [t for t in synthesize("sql", n=60, seed=0, worlds=3).tasks if t.split == "train" and t.world > 0]
+    from trajforge.envs.sql.tasks import generator
+    from trajforge.envs.sql.worlds import schema_world
+    from trajforge.tasks.worlds import across_worlds
+
+    drawn = across_worlds(lambda w: generator(0, schema_world(w) if w else 0), 60, 0, 3)
+    pool = [t for t in drawn.tasks if t.split == "train" and t.world > 0]
     renamed = {"wrong_table": 0, "wrong_column": 0}
     for task in pool:
         world = retail_world(task.world)
@@ -187,7 +192,13 @@ def test_in_a_renamed_world_the_slips_are_that_worlds_names_and_fail_for_real():
                 wrong = kinds[kind].calls[0].arguments["query"]
                 renamed[kind] += any(f" {orig}" in f" {wrong}" and new in query for orig, new in names.items())
     assert renamed["wrong_table"] >= len(pool) // 2 and renamed["wrong_column"] >= 5, renamed
-    trajs = [graded(t) for t in run_episodes(pool[:8], RepairPolicy(Planner(pool)), samples=2)]
+    planner = Planner(pool)
+    kinds = ("wrong_table", "wrong_column")
+
+    def slip(task, sample):  # sample 0 plays the table slip, sample 1 the column slip (where it has one)
+        return next((m for m in planner.candidates(task) if m.kind == kinds[sample]), None)
+
+    trajs = [graded(t) for t in run_episodes(pool[:8], RepairPolicy(slip), samples=2)]
     # the world's expert reads the schema first, so the slip comes after list_tables and describe_table
     slips = [s for t in trajs for s in t.steps if s.mistake in ("wrong_table", "wrong_column") and s.results]
     assert all(s.index >= 2 for s in slips)

@@ -20,7 +20,8 @@ from trajforge.envs.code.worlds import world_templates
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.tasks import TEMPLATES as SQL_TEMPLATES
 from trajforge.envs.sql.tasks import heldout_values as sql_heldout
-from trajforge.envs.sql.worlds import retail_world, world_db
+from trajforge.envs.sql.tasks import generator as sql_generator
+from trajforge.envs.sql.worlds import SCHEMA_WORLDS, retail_world, schema_world, world_db
 from trajforge.envs.sqldb import ensure_db
 from trajforge.envs.travel.cities import world_cities
 from trajforge.envs.travel.tasks import TEMPLATES as TRAVEL_TEMPLATES
@@ -34,7 +35,7 @@ from trajforge.schema import Task
 from trajforge.tasks import read_tasks, synthesize
 from trajforge.tasks.templates import split_sizes
 from trajforge.tasks.verify import replay_reference
-from trajforge.tasks.worlds import world_shares
+from trajforge.tasks.worlds import across_worlds, world_shares
 
 WORLDS = (1, 2, 3, 4, 5)
 """The worlds whose vocabularies the leak tests read."""
@@ -113,8 +114,23 @@ def _pool(env: str):
 def test_world_shares_spread_train_and_world_zero_takes_the_rest():
     assert world_shares(182, 4) == [47, 45, 45, 45]
     assert world_shares(10, 1) == [10]
+    assert world_shares(182, 4, world_train=61) == [182, 61, 61, 61]
     with pytest.raises(ValueError):
         world_shares(10, 0)
+    with pytest.raises(ValueError):
+        world_shares(10, 2, world_train=-1)
+
+
+def test_world_train_keeps_world_zero_whole_and_adds_each_world_on_top():
+    """``world_train``: world 0's pool is exactly the plain one (same ids, splits and order), so
+    held-out and test are what they are without worlds, and each other world adds train tasks."""
+    plain = synthesize("sql", 60, 0)
+    added = synthesize("sql", 60, 0, worlds=3, world_train=7)
+    assert [t.id for t in added.tasks if t.world == 0] == [t.id for t in plain.tasks]
+    assert Counter(t.world for t in added.tasks if t.world) == {1: 7, 2: 7}
+    assert {t.split for t in added.tasks if t.world} == {"train"}
+    with pytest.raises(ValueError, match="worlds > 1"):
+        synthesize("sql", 60, 0, world_train=7)
 
 
 @pytest.mark.parametrize("env", list(SIZES))
@@ -213,10 +229,33 @@ def test_every_world_task_replays_and_the_expert_solves_it_in_the_harness(env):
         [t.verdict.detail for t in trajs if not t.verdict.correct]
 
 
-def test_sql_world_renames_tables_and_columns_in_the_database_and_the_references():
-    names = retail_world(1)
+def test_sql_worlds_keep_world_zero_schema_and_schema_worlds_rename_it():
+    """``synth --worlds`` draws vocabulary worlds (world 0's tables and columns: what a small model
+    can learn from, README "Worlds"); ``schema_world(k)`` has world k's names and renames the schema."""
+    vocabulary, renamed = retail_world(1), retail_world(schema_world(1))
+    assert not vocabulary.tables and not vocabulary.columns
+    assert (renamed.cities, renamed.catalog) == (vocabulary.cities, vocabulary.catalog)
+    assert renamed.tables and renamed.columns and renamed.number == SCHEMA_WORLDS + 1
+    with sqlite3.connect(world_db(0, 1)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"customers", "products", "orders", "order_items"}
+    for bad in (-1, SCHEMA_WORLDS):
+        with pytest.raises(ValueError):
+            retail_world(bad)
+    with pytest.raises(ValueError):
+        schema_world(0)  # world 0's vocabulary holds the held-out names
+
+
+@functools.cache
+def _schema_pool():
+    """A SQL pool whose worlds 1-2 are schema worlds."""
+    return across_worlds(lambda w: sql_generator(0, schema_world(w) if w else 0), SIZES["sql"], 0, POOL_WORLDS)
+
+
+def test_sql_schema_world_renames_tables_and_columns_in_the_database_and_the_references():
+    names = retail_world(schema_world(1))
     assert names.tables and names.columns
-    task = next(t for t in _pool("sql").tasks if t.world == 1 and t.reference[0].name == "list_tables")
+    task = next(t for t in _schema_pool().tasks if t.world == schema_world(1) and t.reference[0].name == "list_tables")
     env = SqlEnv()
     try:
         env.reset(task)
@@ -259,3 +298,9 @@ def test_synth_worlds_on_the_command_line(tmp_path):
     bad = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "40", "--worlds", "0",
                                    "--out", str(out)])
     assert bad.exit_code == 2 and "--worlds" in bad.output
+    added = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "40", "--worlds", "3", "--world-train", "5",
+                                     "--out", str(out)])
+    assert added.exit_code == 0, added.output
+    assert "train tasks per world: {0: 28, 1: 5, 2: 5}" in added.output
+    alone = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "40", "--world-train", "5", "--out", str(out)])
+    assert alone.exit_code == 2 and "--world-train" in alone.output

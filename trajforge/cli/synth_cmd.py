@@ -2,6 +2,7 @@
 
     trajforge synth --env sql --n 200 --out tasks.jsonl                        # templates
     trajforge synth --env sql --n 260 --worlds 4 --out tasks.jsonl             # train across 4 worlds
+    trajforge synth --env sql --n 260 --worlds 4 --world-train 61 --out tasks.jsonl   # + 61 per world
     trajforge synth --env sql --llm http://127.0.0.1:8000/v1 --llm-model qwen \\
         --n 50 --pool tasks.jsonl --out tasks.jsonl                              # LLM, merged
     trajforge synth --env sql --db shop.sqlite --questions q.jsonl --split train --out shop.jsonl
@@ -62,8 +63,9 @@ def synth(
     out: Path = typer.Option(..., help="task pool JSONL to write"),
     seed: int = typer.Option(0, help="template draw / LLM request seed"),
     worlds: int = typer.Option(1, help="templates: draw the train split across this many worlds "
-                               "(renamed entities, in SQL tables and columns); test and heldout "
-                               "stay in world 0"),
+                               "(renamed entities); test and heldout stay in world 0"),
+    world_train: int = typer.Option(0, help="with --worlds: keep world 0's whole pool of --n and add "
+                                    "this many train tasks from each other world"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql or sql-exec)"),
@@ -95,6 +97,10 @@ def synth(
         _fail(f"--worlds must be 1 or more, not {worlds}")
     if worlds != 1 and (questions or llm):
         _fail("--worlds is for template generation, not --questions or --llm")
+    if world_train and worlds == 1:
+        _fail("--world-train adds tasks from worlds > 0: give --worlds 2 or more with it")
+    if world_train < 0:
+        _fail(f"--world-train must be 0 or more, not {world_train}")
     refuse_target(out, "--out")
     refuse_target(rejected, "--rejected")
     try:
@@ -108,7 +114,7 @@ def synth(
         report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
     else:
         report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options,
-                                 worlds)
+                                 worlds, world_train)
     report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
@@ -209,7 +215,7 @@ def _from_questions(env, db, questions, db_dir, split, compare, dedup, similarit
 
 
 def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
-              llm_options: dict, worlds: int = 1) -> tuple[SynthReport, str | None]:
+              llm_options: dict, worlds: int = 1, world_train: int = 0) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if llm:
         from pydantic import ValidationError
@@ -233,7 +239,7 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
     from trajforge.tasks import synthesize
 
     try:
-        return synthesize(env, n, seed, worlds), None
+        return synthesize(env, n, seed, worlds, world_train), None
     except ValueError as e:
         if worlds != 1:
             _fail(str(e))

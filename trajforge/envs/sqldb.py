@@ -11,7 +11,7 @@ and list answers split cleanly.
 A ``RetailWorld`` is the vocabulary and the table and column names one database is built with;
 ``ORIGINAL`` (world 0) is the vocabulary below under the names in ``SCHEMA``, and
 ``ensure_db(seed)`` builds exactly what it always did. Other worlds (renamed cities, categories,
-products, tables and columns) come from ``trajforge.envs.sql.worlds``.
+products; in schema worlds tables and columns) come from ``trajforge.envs.sql.worlds``.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-DB_VERSION = 1
-"""Stored as ``PRAGMA user_version``; bump it when the generator changes so caches rebuild."""
+DB_VERSION = 2
+"""Stored as ``PRAGMA user_version``; bump it when the generator changes so caches rebuild (2: worlds
+1..999 keep world 0's tables and columns, where version 1 renamed them in the same files)."""
 
 # city -> country; two cities per country so country-level questions group several cities.
 CITIES: dict[str, str] = {

@@ -14,11 +14,12 @@ import warnings
 from trajforge.tasks.pool import Rejection, SynthReport, read_tasks, write_tasks
 
 
-def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1) -> SynthReport:
+def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: int = 0) -> SynthReport:
     """Generate ``n`` verified tasks for environment ``env`` (split train/test/heldout).
 
     ``worlds`` > 1 draws the train split across that many worlds of the environment (renamed
-    entities, and in SQL tables and columns; ``tasks.worlds``); test and held-out stay in world 0."""
+    entities; ``tasks.worlds``); test and held-out stay in world 0. ``world_train`` > 0 keeps world
+    0's whole pool of ``n`` and adds that many train tasks from each other world instead."""
     from trajforge.envs import env_spec
 
     try:
@@ -29,12 +30,14 @@ def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1) -> SynthReport:
         raise ValueError(f"no task generator for environment {env!r}: its tasks come from an LLM "
                          "(trajforge synth --llm) or a file")
     if worlds == 1:
+        if world_train:
+            raise ValueError("world_train adds tasks from worlds > 0: give worlds > 1 with it")
         return spec.generate(n, seed)
     if spec.world_generator is None:
         raise ValueError(f"environment {env!r} has no worlds; leave worlds at 1")
     from trajforge.tasks.worlds import across_worlds
 
-    return across_worlds(spec.world_generator, n, seed, worlds)
+    return across_worlds(spec.world_generator, n, seed, worlds, world_train)
 
 
 def mixed_pool(specs: dict[str, int], seed: int = 0) -> SynthReport:

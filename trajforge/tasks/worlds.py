@@ -1,16 +1,19 @@
 """Task pools drawn across worlds: the train split from worlds 0..K-1, test and held-out from world 0.
 
 A *world* is a seeded variant of an environment's catalog (``envs/<name>/worlds.py``): the entity
-vocabularies renamed from larger pools of realistic names (SQL also renames tables and columns),
-the data drawn again. World 0 is the original. A model trained on one world memorises its names
+vocabularies renamed from larger pools of realistic names (SQL's schema worlds rename tables and
+columns too), the data drawn again. World 0 is the original. A model trained on one world memorises its names
 (``WHERE name = 'Garden'`` for a category); trained across several, it has to read the entities
 off the question and the schema, which is what the held-out split asks of it.
 
-    report = across_worlds(sql_generator, n=260, seed=0, worlds=4)
+    report = across_worlds(sql_generator, n=260, seed=0, worlds=4)                  # 182 train, spread
+    report = across_worlds(sql_generator, n=260, seed=0, worlds=4, world_train=61)  # 182 + 3 × 61
 
 ``generator_for(world)`` is the environment's ``TemplateGenerator`` for one world
 (``EnvSpec.world_generator``). The split sizes are those of ``n`` (``split_sizes``); the train
-share is spread evenly over the worlds (world 0 takes the remainder), each world's draw on the
+share is spread evenly over the worlds (world 0 takes the remainder), or, with ``world_train``,
+world 0 keeps its whole split — exactly the pool ``generator_for(0)(n, seed)`` draws, every
+id the same — and each other world adds ``world_train`` train tasks to it. Each world's draw on the
 same random stream and the same duplicate set, in order: world 0's train and test (as one draw,
 so a test task is never a train task), world 0's held-out, then worlds 1..K-1's train. Test and
 held-out stay in world 0, so they measure exactly what they measure without worlds. A task of a
@@ -35,20 +38,26 @@ from trajforge.tasks.pool import SynthReport
 from trajforge.tasks.templates import TemplateGenerator, split_sizes
 
 
-def world_shares(train: int, worlds: int) -> list[int]:
-    """Train tasks per world: ``train`` spread evenly, world 0 taking the remainder."""
+def world_shares(train: int, worlds: int, world_train: int = 0) -> list[int]:
+    """Train tasks per world: ``train`` spread evenly, world 0 taking the remainder; or, with
+    ``world_train``, all of ``train`` in world 0 and ``world_train`` in each other world."""
     if worlds < 1:
         raise ValueError(f"worlds must be at least 1, not {worlds}")
+    if world_train < 0:
+        raise ValueError(f"world_train must be 0 or more, not {world_train}")
+    if world_train:
+        return [train] + [world_train] * (worlds - 1)
     each, rest = divmod(train, worlds)
     return [each + rest] + [each] * (worlds - 1)
 
 
 def across_worlds(generator_for: Callable[[int], TemplateGenerator[Any]], n: int, seed: int = 0,
-                  worlds: int = 1) -> SynthReport:
-    """``n`` verified tasks: train from worlds ``0..worlds-1``, test and held-out from world 0.
+                  worlds: int = 1, world_train: int = 0) -> SynthReport:
+    """``n`` verified tasks (plus ``world_train`` per world > 0): train from worlds
+    ``0..worlds-1``, test and held-out from world 0.
 
     ``worlds=1`` is exactly the plain generator (``generator_for(0)(n, seed)``)."""
-    shares = world_shares(split_sizes(n)["train"], worlds)
+    shares = world_shares(split_sizes(n)["train"], worlds, world_train)
     first = generator_for(0)
     if worlds == 1:
         return first(n, seed)
@@ -70,7 +79,7 @@ def across_worlds(generator_for: Callable[[int], TemplateGenerator[Any]], n: int
 
     for world in range(1, worlds):
         tasks += generator_for(world).fill({"train": shares[world]}, rng, seen, dropped, vet)
-    return first.report(tasks, dropped, n)
+    return first.report(tasks, dropped, n + (worlds - 1) * world_train)
 
 
 __all__ = ["across_worlds", "world_shares"]
