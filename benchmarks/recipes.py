@@ -15,9 +15,10 @@ demo's harness:
   masked), ``tiers success,recovered``;
 - ``retrieval``: the demo's recipe with the 2 most similar other solved training tasks shown in
   each first user message (``--demos 2``); evaluation shows the same from the adapter's pool;
-- ``worlds``: the demo's recipe on expert episodes of a training pool drawn across 4 worlds
-  (``synth --worlds 4``: renamed categories, products, cities, tables and columns; the same
-  number of train tasks, test and held-out unchanged in world 0);
+- ``worlds``: the demo's recipe on expert episodes of the demo's train split plus as many again
+  from 3 vocabulary worlds (``synth --worlds 4 --world-train 61``: renamed categories, products
+  and cities in world 0's schema; test and held-out unchanged in world 0), 1 epoch: the same
+  steps as ``sft``'s 2 over half the data;
 - ``defaults``: ``train sft`` with no tuning flags (``SFTConfig()``: derived lr and batch,
   dropout 0.05, checkpointing on, 30% replay), the issue's "within 5 points of the demo's recipe";
 - ``rft``: one RFT round from the ``sft`` adapter (4 attempts per train task at T=0.7, up to 2
@@ -130,7 +131,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         res = train_sft(expert, args.model, adapter, recipe_cfg.model_copy(update={"demos": 2}))
         info = {"trained_tokens": res.tokens, "steps": res.steps}
     elif recipe == "worlds":
-        res = train_sft(world_experts(out, args), args.model, adapter, recipe_cfg)
+        res = train_sft(world_experts(out, args), args.model, adapter, recipe_cfg.model_copy(update={"epochs": 1.0}))
         info = {"trained_tokens": res.tokens, "steps": res.steps}
     elif recipe == "defaults":
         res = train_sft(expert, args.model, adapter, SFTConfig(seed=args.seed))
@@ -158,13 +159,15 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
 
 
 def world_experts(out: Path, args) -> list:
-    """Expert episodes on the train split of the demo-sized pool drawn across 4 worlds."""
+    """Expert episodes on the demo's train split plus a third as many from each of 3 vocabulary worlds."""
     from trajforge.eval.run import collect
     from trajforge.policies import make_policy
     from trajforge.store import TrajectoryStore
     from trajforge.tasks import synthesize
+    from trajforge.tasks.templates import split_sizes
 
-    train = [t for t in synthesize("sql", args.n, args.seed, worlds=4).tasks if t.split == "train"]
+    more = split_sizes(args.n)["train"] // 3
+    train = [t for t in synthesize("sql", args.n, args.seed, worlds=4, world_train=more).tasks if t.split == "train"]
     collect(train, make_policy("expert"), out / "worlds-expert", show_progress=False)
     return TrajectoryStore(out / "worlds-expert").read()
 

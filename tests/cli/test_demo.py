@@ -12,7 +12,7 @@ def test_demo_writes_metrics_and_report(tmp_path):
     model = build_tiny_model(tmp_path / "tiny")
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["demo", "--out", str(out), "--model", str(model), "--n", "40",
-                                   "--epochs", "0.2", "--json", str(tmp_path / "m.json")])
+                                   "--world-train", "4", "--epochs", "0.2", "--json", str(tmp_path / "m.json")])
     assert res.exit_code == 0, res.output + repr(res.exception)
     metrics = json.loads((tmp_path / "m.json").read_text())
     for policy in ("base", "tuned"):
@@ -23,6 +23,10 @@ def test_demo_writes_metrics_and_report(tmp_path):
         assert set(m["tiers"]) <= {"easy", "medium", "hard"} and m["tiers"]
     assert set(metrics["timings_s"]) >= {"pull model", "synthesize tasks", "collect expert trajectories",
                                          "train sft", "evaluate base", "evaluate tuned", "total"}
+    tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
+    # the train split spans vocabulary worlds 1..3 on top of world 0; test and held-out stay in world 0
+    assert sorted({(t["split"], t.get("world", 0)) for t in tasks if t.get("world", 0)}) == [
+        ("train", 1), ("train", 2), ("train", 3)]
     html = (out / "report.html").read_text()
     assert "<table>" in html and "tuned" in html and "base" in html
     assert "Flipped tasks: base → tuned" in html and 'src="data:image/png;base64,' in html  # trajforge report
