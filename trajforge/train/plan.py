@@ -57,29 +57,33 @@ NF4_BYTES = 4.127 / 8
 """NF4 with double quantization: 4 bits + 8-bit absmax per 64 + fp32 per 256 blocks (QLoRA paper)."""
 LORA_BYTES = 16
 """fp32 adapter weight + gradient + AdamW exp_avg + exp_avg_sq, per trainable parameter."""
-LOGIT_COPIES = {"cuda": 3, "cpu": 4}
-"""fp32 copies of a chunk's logits alive at the peak of its backward. From first principles three:
-the log-softmax output (saved), the gradient the gather scatters into it, and the gradient of the
-logits (CUDA's fused log-softmax backward needs no more). On a CPU four: measured by
-``benchmarks/plan_check.py`` (tiny-256x4-ckpt, whose peak is the head of two 1,365-token chunks:
-1.12 GB above the between-step resident set = 4.2 chunk copies; the freed forward copy stays mapped)."""
+LOGIT_COPIES = 3
+"""fp32 copies of a chunk's logits alive at the peak of its backward: the log-softmax output
+(saved), the gradient the gather scatters into it, and the gradient of the logits. Measured on a
+CPU with training's 1 MiB mmap threshold (``benchmarks/head_memory.py``: one micro-batch's peak
+resident set above the resident set before it, tiny llamas, 1,066 and 2,200 loss positions, with
+and without checkpointing, every or the top 2 layers adapted): all eight within 4% of the plan's
+activations plus three copies. Stop 16 fitted four to a whole ``train sft`` run, whose resident
+set between steps moves by 0.1 GB; that over-predicted the runs whose peak is the head."""
 
 CUDA_CONTEXT_GB = 0.5
 """CUDA context, cuBLAS workspace and kernels: memory a process holds outside torch's allocator."""
 CUDA_ALLOCATOR_SLACK = 0.10
 """Reserved-but-unallocated share of the caching allocator at the peak (fragmentation)."""
 
-CPU_RUNTIME_GB = 0.75
+CPU_RUNTIME_GB = 0.51
 """Resident memory of a training process besides weights and tensors: the interpreter, torch,
-transformers, peft, accelerate, tokenizer, data and thread pools (measured: ``plan_check.py``)."""
+transformers, peft, accelerate, tokenizer, data and thread pools (``plan_check.py --fit`` over its
+five runs at stop 24: 0.512; stop 16's fit, 0.75, was made when the resident set between steps of
+the same tiny runs was ~0.5 GB higher)."""
 MMAP_THRESHOLD_ENV = "TRAJFORGE_MMAP_THRESHOLD"
 """Training on a CPU fixes glibc's mmap threshold (``train/host_memory.py``) so freed activations
 leave the process; set to 0, glibc's dynamic threshold keeps them in the brk heap and its
 high-water mark stays resident (3.6 GB of heap, 4.7 GB resident, for the embedded model at the
 defaults after 3-4 micro-batches, against 2.2 GB predicted). CPU predictions assume the fix."""
-CPU_ALLOCATOR_FACTOR = 1.0
-"""Resident bytes per live activation byte at the peak on a CPU (glibc keeps some freed memory;
-measured: ``plan_check.py``)."""
+CPU_ALLOCATOR_FACTOR = 1.06
+"""Resident bytes per live activation byte at the peak on a CPU (glibc keeps some freed memory,
+blocks under the mmap threshold among them; ``plan_check.py --fit`` at stop 24: 1.062)."""
 
 VLLM_BATCHED_TOKENS = 8192
 """vLLM's ``max_num_batched_tokens`` for its memory-profiling forward pass (its default with
@@ -279,7 +283,7 @@ class ActivationPeak(NamedTuple):
 def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> ActivationPeak:
     """What one micro-batch's forward and backward hold at their highest point. Two candidates:
     the LM head's backward (every layer's saved activations or checkpointed inputs still alive,
-    plus ``LOGIT_COPIES[device]`` fp32 copies of a chunk's logits), or a layer's backward (with
+    plus ``LOGIT_COPIES`` fp32 copies of a chunk's logits), or a layer's backward (with
     checkpointing: its recomputed activations on top of the checkpoints; the logits are gone).
     Only adapted layers keep anything: below the lowest one (``--lora-layers``) nothing needs a
     gradient, so autograd records nothing there."""
@@ -301,7 +305,7 @@ def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> A
     else:
         kept = layers * tokens * per_token + expanded + model
         in_layer = backward
-    head = LOGIT_COPIES[device] * min(work.loss_tokens, chunk_tokens(shape.vocab)) * shape.vocab * 4
+    head = LOGIT_COPIES * min(work.loss_tokens, chunk_tokens(shape.vocab)) * shape.vocab * 4
     if head >= in_layer:
         return ActivationPeak(kept, head)
     return ActivationPeak(kept + in_layer, 0.0)
