@@ -4,7 +4,7 @@
 
 Each configuration is one real SFT run (``train.calibrate.measure_sft``: ``train_sft`` in a
 subprocess of its own, one at a time) on the BYO store of ``benchmarks/byo_fixture.py --store``
-(211 executed SQL trajectories from a company-like SQLite database, 2-5 KB each): the embedded
+(216 executed SQL trajectories from a company-like SQLite database, 2-5 KB each): the embedded
 model with ``train sft``'s defaults, and tiny llamas built from configs (random init, the embedded
 model's tokenizer) with and without gradient checkpointing at other widths, depths, batches and
 lengths. The measured peak is the process's peak resident set after several optimizer steps
