@@ -49,8 +49,8 @@ class Task(records.StoredRecord):
     world: int = 0
     """Which world of the environment's generator the task lives in (renamed entities; SQL's schema
     worlds rename tables and columns too; ``envs/<name>/worlds.py``): 0 is the original world,
-    where test and held-out tasks always are. Left out of the stored form when 0, so world-0 pools are written
-    exactly as before the field existed, and records without it read as world 0."""
+    where test and held-out tasks always are. Left out of the stored form when 0, so world-0 pools
+    are written exactly as before the field existed, and records without it read as world 0."""
     reasoning: tuple[str, ...] = ()
     """One sentence the expert says before each reference call, written by the task's generator;
     a pool read from disk fills it from the environment's ``EnvSpec.reasoning`` where it is empty."""

@@ -2,9 +2,9 @@
 
 A *world* is a seeded variant of an environment's catalog (``envs/<name>/worlds.py``): the entity
 vocabularies renamed from larger pools of realistic names (SQL's schema worlds rename tables and
-columns too), the data drawn again. World 0 is the original. A model trained on one world memorises its names
-(``WHERE name = 'Garden'`` for a category); trained across several, it has to read the entities
-off the question and the schema, which is what the held-out split asks of it.
+columns too), the data drawn again. World 0 is the original. A model trained on one world
+memorises its names (``WHERE name = 'Garden'`` for a category); trained across several, it has to
+read the entities off the question and the schema, which is what the held-out split asks of it.
 
     report = across_worlds(sql_generator, n=260, seed=0, worlds=4)                  # 182 train, spread
     report = across_worlds(sql_generator, n=260, seed=0, worlds=4, world_train=61)  # 182 + 3 × 61
