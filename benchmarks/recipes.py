@@ -1,7 +1,7 @@
 """Training recipes side by side on the embedded model and the SQL domain, with paired tests.
 
     .venv/bin/python benchmarks/recipes.py --out runs/recipes [--recipes sft,repair,retrieval,defaults,rft]
-        [--eval-test] [--forgetting] [--seed 0]
+        [--eval-test] [--forgetting] [--seed 0] [--replay-share 0]
 
 The successor of ``benchmarks/learning.py`` for issue 13's table. The demo's training pool and
 expert store, a held-out split of 186 tasks (the held-out questions on two databases: the demo's
@@ -58,6 +58,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rft-attempts", type=int, default=4)
     ap.add_argument("--rft-tasks", type=int, default=0, help="train tasks RFT samples on (0: all)")
+    ap.add_argument("--replay-share", type=float, default=None,
+                    help="self-distilled replay share of every recipe but defaults (default: the library's, "
+                         "0.3; the demo runs 0)")
     ap.add_argument("--eval-test", action="store_true")
     ap.add_argument("--forgetting", action="store_true")
     args = ap.parse_args()
@@ -122,7 +125,8 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
     if meta.exists():
         console.print(f"{recipe}: reusing {adapter}")
         return adapter, json.loads(meta.read_text()).get("bench", {})
-    recipe_cfg = SFTConfig(**DEMO_RECIPE, seed=args.seed)
+    replay = {} if args.replay_share is None else {"replay_share": args.replay_share}
+    recipe_cfg = SFTConfig(**DEMO_RECIPE, **replay, seed=args.seed)
     t0 = time.perf_counter()
     if recipe == "sft":
         res = train_sft(expert, args.model, adapter, recipe_cfg)
@@ -145,7 +149,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         from trajforge.train.rft import RFTConfig, train_rft
 
         pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
-        cfg = RFTConfig(**DEMO_RECIPE, seed=args.seed, rounds=1, attempts=args.rft_attempts)
+        cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=1, attempts=args.rft_attempts)
         res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / "sft"))
         one = res.rounds[-1]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
