@@ -39,7 +39,8 @@ class DemoConfig(BaseModel):
     """Train tasks each world > 0 adds to world 0's 182 (3 × 61: about as many again). On the 186
     held-out tasks of ``benchmarks/recipes.py`` this took the demo's recipe from 115 to 126 solved
     (McNemar p = 0.02) at the same number of steps: the model copies held-out names off the
-    question instead of writing ones it memorised."""
+    question instead of writing ones it memorised. On seed 1 it was 107 vs 105 (p = 0.73): kept
+    as neutral-to-helpful without replay, not as a proven gain (README, "Worlds")."""
     epochs: float = 1.0
     """SFT epochs over the 365 demonstrations: 92 steps at batch 4, what 2.0 epochs over world 0's
     182 alone took (there 1.0 epoch reached 38% held-out, 1.75 64%)."""

@@ -19,7 +19,8 @@ training never named, in world 0's schema. Trained on the demo's pool plus 3 voc
 (183 more tasks, the same 92 steps), the embedded model solved 126 of the 186 held-out tasks of
 ``benchmarks/recipes.py`` against 115 without them (15 fixed, 4 broken, McNemar p = 0.02): it
 copies entities off the question instead of writing the ones it memorised (``'Shoppers'`` for
-``Toys``). With two of four added worlds schema worlds (and the schema shown below each question)
+``Toys``). That gain did not replicate on a second seed (107 vs 105, p = 0.73; with 30% replay
+112 vs 115 and 101 vs 119): README, "Worlds", second table. With two of four added worlds schema worlds (and the schema shown below each question)
 it fell to 108, and with the train split spread over schema worlds alone to 46 (stop 22): a 135M
 model learns to write other worlds' table and column names (README, "Worlds").
 
