@@ -108,6 +108,19 @@ def test_a_misplaced_column_drops_the_join_and_the_recovery_adds_it_back():
     assert "misplaced_column" not in {m.kind for m in env_spec("sql").mistakes(spender, pool)}
 
 
+def test_the_planner_plays_a_misplaced_column_first_wherever_it_fits():
+    """One repair sample per task (the recipes' setting) teaches the structural mistake on every
+    task it fits; the other tasks keep the rotation, so their first mistakes still vary."""
+    pool = list(train_pool("sql"))
+    planner = Planner(pool)
+    fits = [t for t in pool if "misplaced_column" in {m.kind for m in env_spec("sql").mistakes(t, pool)}]
+    assert len(fits) >= 5
+    assert all(planner(t, 0).kind == "misplaced_column" for t in fits)
+    assert all(planner(t, 1).kind != "misplaced_column" for t in fits)
+    rest = {planner(t, 0).kind for t in pool if t not in fits}
+    assert len(rest) >= 4 and "misplaced_column" not in rest, rest
+
+
 def test_mistakes_leave_the_rest_of_the_reference_valid():
     """Every environment mistake only reads or fails: none submits, books or cancels, and a web
     click is on no element of the shop (its name is misspelt)."""
