@@ -54,8 +54,15 @@ def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def tiny_policy(model) -> str:
+    """The tiny model, 32 new tokens a turn: random weights never stop on their own, and what
+    these tests compare is who collected what, not how long a reply is (160 tokens, the default,
+    made them the suite's slowest)."""
+    return f"hf:{model}?max_tokens=32"
+
+
 def collect_args(path, model, out, *more):
-    return ["collect", "--tasks", str(path), "--policy", f"hf:{model}", "--out", str(out),
+    return ["collect", "--tasks", str(path), "--policy", tiny_policy(model), "--out", str(out),
             "--max-turns", "2", *more]
 
 
@@ -93,7 +100,7 @@ def test_two_workers_store_what_one_process_stores_each_in_its_own_shard(pool, m
 
 def test_eval_over_two_workers_gives_the_one_process_metrics(pool, model, tmp_path):
     tasks, path = pool
-    args = ["eval", "--tasks", str(path), "--policy", f"hf:{model}", "--policy", "expert",
+    args = ["eval", "--tasks", str(path), "--policy", tiny_policy(model), "--policy", "expert",
             "--name", "tiny", "--split", "", "--max-turns", "2"]
     one = runner.invoke(app, [*args, "--json", str(tmp_path / "one.json")])
     assert one.exit_code == 0, one.output
