@@ -56,7 +56,9 @@ LEADING_KINDS = ("misplaced_column",)
 questions actually make. On the SQL benchmark's 186 held-out tasks (``benchmarks/recipes.py``,
 stop 22) the ``no_such_column`` errors were a right column on a table the query had not joined,
 not spelling slips, and self-repair taught on a rotation (9 ``misplaced_column`` episodes of 182)
-recovered none of them. Measured mistakes (``--mistakes-from``) still come before these."""
+recovered none of them. Leading with it (stop 26) did not make recovery measurable either
+(README, "Recipes side by side"). With measured mistakes (``--mistakes-from``) this does not
+apply: their own turns come first and their fail reasons order the kinds."""
 
 DEMO_POLICIES = ("expert", "repair")
 """Policies whose episodes are demonstrations, never measured mistakes."""
