@@ -19,6 +19,10 @@ demo's harness:
   from 3 vocabulary worlds (``synth --worlds 4 --world-train 61``: renamed categories, products
   and cities in world 0's schema; test and held-out unchanged in world 0), 1 epoch: the same
   steps as ``sft``'s 2 over half the data;
+- ``rephrase``: the demo's recipe on the expert's episodes of the demo's train split plus one
+  reworded copy of each (``synth --rephrasings 1``: the same plan and answer, the question in
+  another of its template's wordings; test and held-out keep theirs), 1 epoch: the same steps
+  as ``sft``'s 2 over half the data;
 - ``defaults``: ``train sft`` with no tuning flags (``SFTConfig()``: derived lr and batch,
   dropout 0.05, checkpointing on, 30% replay), the issue's "within 5 points of the demo's recipe";
 - ``rft``: one RFT round from the ``sft`` adapter (4 attempts per train task at T=0.7, up to 2
@@ -43,7 +47,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-RECIPES = ("sft", "repair", "retrieval", "worlds", "defaults", "rft")
+RECIPES = ("sft", "repair", "retrieval", "worlds", "rephrase", "defaults", "rft")
 DEMO_RECIPE = dict(epochs=2.0, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
 
 
@@ -137,6 +141,9 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
     elif recipe == "worlds":
         res = train_sft(world_experts(out, args), args.model, adapter, recipe_cfg.model_copy(update={"epochs": 1.0}))
         info = {"trained_tokens": res.tokens, "steps": res.steps}
+    elif recipe == "rephrase":
+        res = train_sft(rephrased_experts(out, split), args.model, adapter, recipe_cfg.model_copy(update={"epochs": 1.0}))
+        info = {"trained_tokens": res.tokens, "steps": res.steps}
     elif recipe == "defaults":
         res = train_sft(expert, args.model, adapter, SFTConfig(seed=args.seed))
         info = {"trained_tokens": res.tokens, "steps": res.steps, "lr": res.lr, "effective_batch": res.effective_batch}
@@ -174,6 +181,18 @@ def world_experts(out: Path, args) -> list:
     train = [t for t in synthesize("sql", args.n, args.seed, worlds=4, world_train=more).tasks if t.split == "train"]
     collect(train, make_policy("expert"), out / "worlds-expert", show_progress=False)
     return TrajectoryStore(out / "worlds-expert").read()
+
+
+def rephrased_experts(out: Path, split) -> list:
+    """Expert episodes on the demo's train split and on one reworded copy of each of its tasks."""
+    from trajforge.eval.run import collect
+    from trajforge.policies import make_policy
+    from trajforge.store import TrajectoryStore
+    from trajforge.tasks.rephrase import rephrased
+
+    train = split["train"] + rephrased(split["train"], 1)
+    collect(train, make_policy("expert"), out / "rephrase-expert", show_progress=False)
+    return TrajectoryStore(out / "rephrase-expert").read()
 
 
 def repair_episodes(out: Path, train) -> list:

@@ -3,6 +3,7 @@
     trajforge synth --env sql --n 200 --out tasks.jsonl                        # templates
     trajforge synth --env sql --n 260 --worlds 4 --out tasks.jsonl             # train across 4 worlds
     trajforge synth --env sql --n 260 --worlds 4 --world-train 61 --out tasks.jsonl   # + 61 per world
+    trajforge synth --env sql --n 260 --rephrasings 1 --out tasks.jsonl   # + a reworded copy per train task
     trajforge synth --env sql --llm http://127.0.0.1:8000/v1 --llm-model qwen \\
         --n 50 --pool tasks.jsonl --out tasks.jsonl                              # LLM, merged
     trajforge synth --env sql --db shop.sqlite --questions q.jsonl --split train --out shop.jsonl
@@ -66,6 +67,8 @@ def synth(
                                "(renamed entities); test and heldout stay in world 0"),
     world_train: int = typer.Option(0, help="with --worlds: keep world 0's whole pool of --n and add "
                                     "this many train tasks from each other world"),
+    rephrasings: int = typer.Option(0, help="templates: add this many reworded copies of each train "
+                                    "task (the same plan and answer, the question said differently)"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql or sql-exec)"),
@@ -101,6 +104,10 @@ def synth(
         _fail("--world-train adds tasks from worlds > 0: give --worlds 2 or more with it")
     if world_train < 0:
         _fail(f"--world-train must be 0 or more, not {world_train}")
+    if rephrasings < 0:
+        _fail(f"--rephrasings must be 0 or more, not {rephrasings}")
+    if rephrasings and (questions or llm):
+        _fail("--rephrasings is for template generation, not --questions or --llm")
     refuse_target(out, "--out")
     refuse_target(rejected, "--rejected")
     try:
@@ -123,6 +130,9 @@ def synth(
     for reason, count in repeats.items():
         report.dropped[reason] = report.dropped.get(reason, 0) + count
     report.tasks = merged[len(base):]
+    if rephrasings:  # after the dedup, which would drop them: they repeat their originals' plans
+        merged = base + _with_rephrasings(report.tasks, rephrasings)
+        report.tasks = merged[len(base):]
     from trajforge.tasks.pool import write_tasks
 
     write_tasks(out, merged)
@@ -245,6 +255,14 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
             _fail(str(e))
         _fail(f"{e}; use --llm to have an LLM write tasks for it")
     raise AssertionError("unreachable")
+
+
+def _with_rephrasings(tasks, copies: int):
+    """``tasks`` with ``copies`` reworded copies of each train task after the train ones."""
+    from trajforge.tasks.rephrase import rephrased
+
+    train = [t for t in tasks if t.split == ROLES.train]
+    return train + rephrased(train, copies) + [t for t in tasks if t.split != ROLES.train]
 
 
 def _with_db_hashes(tasks):

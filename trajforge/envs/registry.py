@@ -86,6 +86,10 @@ class EnvSpec:
     executed for real and must leave the episode solvable by the rest of the reference (a call
     that fails, or one that only reads). None: the generic kinds only (malformed, wrong tool, bad
     arguments)."""
+    rephrase: Callable[[Task, int], str | None] | None = None
+    """A task's question in its ``k``-th other wording (``k`` taken modulo their number), for train
+    copies that say the same thing differently (``trajforge.tasks.rephrase``); None, or a None
+    result, when the task's template has no other wording."""
     max_turns: int = DEFAULT_MAX_TURNS
     """Turns an episode gets when neither the harness config nor the task's reference sets them
     (``harness.budget.turn_budget``)."""

@@ -14,12 +14,25 @@ import warnings
 from trajforge.tasks.pool import Rejection, SynthReport, read_tasks, write_tasks
 
 
-def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: int = 0) -> SynthReport:
+def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: int = 0,
+               rephrasings: int = 0) -> SynthReport:
     """Generate ``n`` verified tasks for environment ``env`` (split train/test/heldout).
 
     ``worlds`` > 1 draws the train split across that many worlds of the environment (renamed
     entities; ``tasks.worlds``); test and held-out stay in world 0. ``world_train`` > 0 keeps world
-    0's whole pool of ``n`` and adds that many train tasks from each other world instead."""
+    0's whole pool of ``n`` and adds that many train tasks from each other world instead.
+    ``rephrasings`` > 0 adds that many reworded copies of each train task (``tasks.rephrase``)."""
+    report = _generate(env, n, seed, worlds, world_train)
+    if not rephrasings:
+        return report
+    from trajforge.tasks.rephrase import rephrased
+
+    train = [t for t in report.tasks if t.split == "train"]  # the copies join the train group
+    rest = [t for t in report.tasks if t.split != "train"]
+    return report.model_copy(update={"tasks": train + rephrased(train, rephrasings) + rest})
+
+
+def _generate(env: str, n: int, seed: int, worlds: int, world_train: int) -> SynthReport:
     from trajforge.envs import env_spec
 
     try:

@@ -11,6 +11,7 @@ SQLite file and questions), ``tiering`` (tiers from query structure). The databa
 from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
 from trajforge.envs.sql.mistakes import sql_mistakes
+from trajforge.envs.sql.rephrasings import rephrase
 from trajforge.envs.sql.failures import wrong_answer_kind
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.execution import SqlExecEnv
@@ -21,10 +22,10 @@ SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, world_genera
                tier=plan_tier, reasoning=reasoning_for,
                summary="questions about a seeded retail SQLite database (or your own file)",
                wrong_answer=wrong_answer_kind,
-               mistakes=sql_mistakes)
+               mistakes=sql_mistakes, rephrase=rephrase)
 EXEC_SPEC = EnvSpec(name="sql-exec", env=SqlExecEnv, generate=generate_sql_exec_tasks,
                     world_generator=lambda w: exec_generator(0, w), tier=plan_tier,
-                    reasoning=reasoning_for,
+                    reasoning=reasoning_for, rephrase=rephrase,
                     summary="the same questions answered by a SQL query, scored by execution accuracy")
 
 __all__ = ["EXEC_SPEC", "SPEC", "SqlEnv", "SqlExecEnv"]
