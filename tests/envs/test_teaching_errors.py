@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -10,7 +11,7 @@ from tests.conftest import require_system
 from trajforge.envs import make_env
 from trajforge.envs.base import MAX_ERROR_CHARS
 from trajforge.envs.sql import SqlEnv
-from trajforge.envs.sql.hints import MAX_HINT_CHARS
+from trajforge.envs.sql.hints import MAX_HINT_CHARS, query_aliases
 from trajforge.schema import Task, ToolCall
 
 
@@ -47,15 +48,41 @@ def test_a_column_on_the_wrong_table_names_the_table_that_has_it_and_the_join(sq
     r = call(sql, "run_sql", query="SELECT COUNT(*) FROM orders o WHERE city = 'Lyon'")
     assert r.error == "no_such_column"
     assert r.content.startswith("Error: no such column: city; city is a column of customers "
-                                "(JOIN customers ON orders.customer_id = customers.id), not of orders; "
+                                "(JOIN customers ON o.customer_id = customers.id), not of orders; "
                                 "columns of the query's tables: orders(")
     # two hops, and every table that has the column (a qualified name too)
     r = call(sql, "run_sql", query="SELECT SUM(oi.quantity) FROM order_items oi WHERE oi.name = 'x'")
-    assert ("name is a column of customers (JOIN orders ON order_items.order_id = orders.id "
+    assert ("name is a column of customers (JOIN orders ON oi.order_id = orders.id "
             "JOIN customers ON orders.customer_id = customers.id) and of products "
-            "(JOIN products ON order_items.product_id = products.id), not of order_items") in r.content
+            "(JOIN products ON oi.product_id = products.id), not of order_items") in r.content
     r = call(sql, "run_sql", query="SELECT nme FROM orders")  # in no table: only the columns
     assert "is a column of" not in r.content and "columns of the query's tables: orders(" in r.content
+
+
+def test_the_join_in_the_hint_pastes_into_the_query_that_failed(sql):
+    # The clause uses the query's alias for its own table, so inserting it after the FROM works.
+    failed = "SELECT COUNT(*) FROM orders AS o WHERE city = 'Lyon'"
+    r = call(sql, "run_sql", query=failed)
+    clause = re.search(r"\((JOIN [^)]*)\)", r.content).group(1)
+    assert clause == "JOIN customers ON o.customer_id = customers.id"
+    fixed = call(sql, "run_sql", query=failed.replace(" WHERE", f" {clause} WHERE"))
+    reference = call(sql, "run_sql", query="SELECT COUNT(*) FROM orders o JOIN customers c "
+                                           "ON o.customer_id = c.id WHERE c.city = 'Lyon'")
+    assert fixed.ok and fixed.content == reference.content
+    # No alias, a self-join, or a keyword after the table name: table names, as before.
+    r = call(sql, "run_sql", query="SELECT COUNT(*) FROM orders WHERE city = 'Lyon'")
+    assert "(JOIN customers ON orders.customer_id = customers.id)" in r.content
+    r = call(sql, "run_sql", query="SELECT COUNT(*) FROM orders a JOIN orders b ON a.id = b.id WHERE city = 'x'")
+    assert "(JOIN customers ON orders.customer_id = customers.id)" in r.content
+
+
+def test_query_aliases_reads_from_and_join_names():
+    tables = ["customers", "orders", "order_items"]
+    assert query_aliases("SELECT 1 FROM Orders o JOIN customers AS c ON o.customer_id = c.id "
+                         "JOIN order_items WHERE c.name = 'FROM x y'", tables) == {"orders": "o", "customers": "c"}
+    assert query_aliases("SELECT 1 FROM orders WHERE 1", tables) == {}
+    assert query_aliases("SELECT 1 FROM orders a, orders b", tables) == {"orders": "a"}  # one FROM name read
+    assert query_aliases("SELECT 1 FROM orders a JOIN orders b ON a.id = b.id", tables) == {}
 
 
 def test_no_such_table_lists_the_tables_closest_first(sql):

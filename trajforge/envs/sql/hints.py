@@ -107,7 +107,7 @@ def what_exists(kind: str, message: str, query: str, schema: dict[str, str]) -> 
         shown = [_columns(schema[t]) for t in named] or [_columns(d) for d in schema.values()]
         which = "the query's tables" if named else "the tables"
         missing = re.search(r"no such column:\s*(?:[\w$]+\.)?([\w$]+)", message)
-        where = where_it_is(missing.group(1), named, schema) if missing and named else ""
+        where = where_it_is(missing.group(1), named, schema, query_aliases(query, named)) if missing and named else ""
         # Where the column is comes first: it is the fix, and it must survive the bound.
         return _bounded((f"{where}; " if where else "") + f"columns of {which}: " + "; ".join(shown))
     if kind == "no_such_table":
@@ -128,13 +128,18 @@ def foreign_keys(schema: dict[str, str]) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def join_path(start: list[str], goal: str, schema: dict[str, str], max_hops: int = 3) -> list[str] | None:
+def join_path(start: list[str], goal: str, schema: dict[str, str], max_hops: int = 3,
+              aliases: dict[str, str] | None = None) -> list[str] | None:
     """The ``JOIN t ON a.x = t.y`` clauses that reach ``goal`` from the tables ``start`` by foreign
-    keys, fewest first (None when none within ``max_hops``)."""
+    keys, fewest first (None when none within ``max_hops``). A start table the query gave an alias
+    (``aliases``: table → alias) is written by its alias, so the clauses paste into that query
+    as they are (``FROM orders o`` + ``JOIN customers ON o.customer_id = customers.id``)."""
+    named = {t: (aliases or {}).get(t, t) for t in start}
     edges: dict[str, list[tuple[str, str]]] = {}
     for table, col, ref, ref_col in foreign_keys(schema):
-        edges.setdefault(table, []).append((ref, f"{table}.{col} = {ref}.{ref_col}"))
-        edges.setdefault(ref, []).append((table, f"{ref}.{ref_col} = {table}.{col}"))
+        left, right = named.get(table, table), named.get(ref, ref)
+        edges.setdefault(table, []).append((ref, f"{left}.{col} = {right}.{ref_col}"))
+        edges.setdefault(ref, []).append((table, f"{right}.{ref_col} = {left}.{col}"))
     paths = {t: [] for t in start}
     frontier = list(start)
     for _ in range(max_hops):
@@ -150,10 +155,31 @@ def join_path(start: list[str], goal: str, schema: dict[str, str], max_hops: int
     return None
 
 
-def where_it_is(column: str, named: list[str], schema: dict[str, str]) -> str:
-    """``city is a column of customers (JOIN customers ON orders.customer_id = customers.id)``:
-    the other tables that have ``column`` and how the query's tables reach them ("" when none
-    has it). The error a model makes most with a schema it half knows is the right column on the
+_NOT_ALIASES = frozenset(
+    "where join on using inner left right full outer cross natural group order limit having union "
+    "except intersect window as select from and or not".split())
+"""Words that may follow a table name and are not its alias."""
+
+
+def query_aliases(sql: str, tables: list[str]) -> dict[str, str]:
+    """{table: alias} for the tables ``sql`` names once, with an alias (``FROM orders o``,
+    ``JOIN customers AS c``); ``tables`` in lower case. A table named twice (a self-join) keeps its
+    name: which alias a hint should use is not knowable."""
+    text = re.sub(r"'(?:[^']|'')*'", "''", sql)
+    seen: dict[str, list[str | None]] = {}
+    for m in re.finditer(r"\b(?:from|join)\s+([\w$]+)(?:\s+(?:as\s+)?([\w$]+))?", text, re.I):
+        table, alias = m.group(1).casefold(), m.group(2)
+        if table in tables:
+            ok = alias is not None and alias.casefold() not in _NOT_ALIASES
+            seen.setdefault(table, []).append(alias if ok else None)
+    return {t: a[0] for t, a in seen.items() if len(a) == 1 and a[0] is not None}
+
+
+def where_it_is(column: str, named: list[str], schema: dict[str, str],
+                aliases: dict[str, str] | None = None) -> str:
+    """``city is a column of customers (JOIN customers ON o.customer_id = customers.id)``:
+    the other tables that have ``column`` and how the query's tables reach them, by the query's
+    aliases where it gave some ("" when none has it). The error a model makes most with a schema it half knows is the right column on the
     wrong table; naming the join turns that error into a one-turn fix."""
     wanted = column.casefold()
     found = []
@@ -161,7 +187,7 @@ def where_it_is(column: str, named: list[str], schema: dict[str, str]) -> str:
         if table in named:
             continue
         if wanted in _column_names(description):
-            path = join_path(named, table, schema)
+            path = join_path(named, table, schema, aliases=aliases)
             found.append(f"{table} ({' '.join(path)})" if path else table)
     if not found:
         return ""
