@@ -131,7 +131,9 @@ def synth(
         report.dropped[reason] = report.dropped.get(reason, 0) + count
     report.tasks = merged[len(base):]
     if rephrasings:  # after the dedup, which would drop them: they repeat their originals' plans
-        merged = base + _with_rephrasings(report.tasks, rephrasings)
+        from trajforge.tasks.rephrase import with_rephrasings
+
+        merged = base + with_rephrasings(report.tasks, rephrasings)
         report.tasks = merged[len(base):]
     from trajforge.tasks.pool import write_tasks
 
@@ -255,14 +257,6 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
             _fail(str(e))
         _fail(f"{e}; use --llm to have an LLM write tasks for it")
     raise AssertionError("unreachable")
-
-
-def _with_rephrasings(tasks, copies: int):
-    """``tasks`` with ``copies`` reworded copies of each train task after the train ones."""
-    from trajforge.tasks.rephrase import rephrased
-
-    train = [t for t in tasks if t.split == ROLES.train]
-    return train + rephrased(train, copies) + [t for t in tasks if t.split != ROLES.train]
 
 
 def _with_db_hashes(tasks):

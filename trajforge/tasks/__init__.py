@@ -25,11 +25,9 @@ def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: in
     report = _generate(env, n, seed, worlds, world_train)
     if not rephrasings:
         return report
-    from trajforge.tasks.rephrase import rephrased
+    from trajforge.tasks.rephrase import with_rephrasings
 
-    train = [t for t in report.tasks if t.split == "train"]  # the copies join the train group
-    rest = [t for t in report.tasks if t.split != "train"]
-    return report.model_copy(update={"tasks": train + rephrased(train, rephrasings) + rest})
+    return report.model_copy(update={"tasks": with_rephrasings(report.tasks, rephrasings)})
 
 
 def _generate(env: str, n: int, seed: int, worlds: int, world_train: int) -> SynthReport:

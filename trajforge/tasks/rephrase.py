@@ -32,8 +32,8 @@ def rephrased(tasks: Sequence[Task], copies: int = 1) -> list[Task]:
     from trajforge.envs import env_spec
 
     out: list[Task] = []
-    for task in tasks:
-        if task.split != "train" or not copies:
+    for task in tasks if copies else ():
+        if task.split != "train":
             continue
         rephrase = env_spec(task.env).rephrase
         if rephrase is None:
@@ -50,4 +50,11 @@ def rephrased(tasks: Sequence[Task], copies: int = 1) -> list[Task]:
     return out
 
 
-__all__ = ["rephrased"]
+def with_rephrasings(tasks: Sequence[Task], copies: int) -> list[Task]:
+    """``tasks`` with the reworded copies of their train tasks right after those, so a pool stays
+    grouped by split (train, test, heldout)."""
+    train = [t for t in tasks if t.split == "train"]
+    return train + rephrased(train, copies) + [t for t in tasks if t.split != "train"]
+
+
+__all__ = ["rephrased", "with_rephrasings"]

@@ -107,7 +107,8 @@ def what_exists(kind: str, message: str, query: str, schema: dict[str, str]) -> 
         shown = [_columns(schema[t]) for t in named] or [_columns(d) for d in schema.values()]
         which = "the query's tables" if named else "the tables"
         missing = re.search(r"no such column:\s*(?:[\w$]+\.)?([\w$]+)", message)
-        where = where_it_is(missing.group(1), named, schema, query_aliases(query, named)) if missing and named else ""
+        aliases = query_aliases(query, named)
+        where = where_it_is(missing.group(1), named, schema, aliases) if missing and named else ""
         # Where the column is comes first: it is the fix, and it must survive the bound.
         return _bounded((f"{where}; " if where else "") + f"columns of {which}: " + "; ".join(shown))
     if kind == "no_such_table":
@@ -179,8 +180,9 @@ def where_it_is(column: str, named: list[str], schema: dict[str, str],
                 aliases: dict[str, str] | None = None) -> str:
     """``city is a column of customers (JOIN customers ON o.customer_id = customers.id)``:
     the other tables that have ``column`` and how the query's tables reach them, by the query's
-    aliases where it gave some ("" when none has it). The error a model makes most with a schema it half knows is the right column on the
-    wrong table; naming the join turns that error into a one-turn fix."""
+    aliases where it gave some ("" when none has it). The error a model makes most with a schema
+    it half knows is the right column on the wrong table; naming the join turns that error into a
+    one-turn fix."""
     wanted = column.casefold()
     found = []
     for table, description in schema.items():

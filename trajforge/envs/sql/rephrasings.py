@@ -17,8 +17,7 @@ never drawn into train, and none of these wordings asks what a held-out template
 
 from __future__ import annotations
 
-import re
-
+from trajforge.envs.sql.tasks import ANSWER_FORMAT
 from trajforge.schema import Task
 
 REPHRASINGS: dict[str, tuple[str, ...]] = {
@@ -85,7 +84,6 @@ REPHRASINGS: dict[str, tuple[str, ...]] = {
     ),
 }
 """Template id → other wordings of its question (the answer-format sentence is added from the task)."""
-_ANSWER_FORMAT = re.compile(r"\s*(Answer with [^.?!]*[.?!])\s*$")
 
 
 def rephrase(task: Task, k: int) -> str | None:
@@ -95,7 +93,7 @@ def rephrase(task: Task, k: int) -> str | None:
     if not wordings:
         return None
     question = wordings[k % len(wordings)].format(**task.entities)
-    fmt = _ANSWER_FORMAT.search(task.prompt)
+    fmt = ANSWER_FORMAT.search(task.prompt)
     return f"{question} {fmt.group(1)}" if fmt else question
 
 

@@ -296,7 +296,8 @@ def generator(db_seed: int = 0, world: int = 0) -> TemplateGenerator[Template]:
 EXEC_ENV = "sql-exec"
 EXEC_TEMPLATES: tuple[Template, ...] = tuple(t for t in TEMPLATES if not t.unique_top)
 """The templates whose last query returns exactly what the question asks (execution accuracy)."""
-_ANSWER_FORMAT = re.compile(r"\s*Answer with [^.?!]*[.?!]\s*$")
+ANSWER_FORMAT = re.compile(r"\s*(Answer with [^.?!]*[.?!])\s*$")
+"""A question's closing answer-format sentence (group 1), e.g. ``Answer with a number.``"""
 
 
 def generate_sql_exec_tasks(n: int, seed: int = 0, db_seed: int = 0) -> SynthReport:
@@ -323,7 +324,7 @@ def build_exec_task(template: Template, entities: dict[str, str], split: Split,
     calls = task.reference[:-1]
     probe = task.model_copy(update={
         "id": stable_id(EXEC_ENV, template.id, _id_key(entities, db_seed, world)), "env": EXEC_ENV,
-        "prompt": _ANSWER_FORMAT.sub("", task.prompt), "reference": (), "expected": None,
+        "prompt": ANSWER_FORMAT.sub("", task.prompt), "reference": (), "expected": None,
         "reasoning": (), "toolset_fingerprint": None})
     submit = ToolCall(name="submit_query", arguments={"query": calls[-1].arguments["query"]})
     try:
