@@ -27,7 +27,8 @@ demo's harness:
   dropout 0.05, checkpointing on, 30% replay), the issue's "within 5 points of the demo's recipe";
 - ``rft``: one RFT round from the ``sft`` adapter (4 attempts at T=0.7 on each of the first
   ``--rft-tasks`` train tasks, 60 by default, up to 2 verified distinct kept per task, a fresh
-  adapter on expert + kept with the demo's recipe).
+  adapter on expert + kept with the demo's recipe); ``--rft-from repair`` samples with the
+  ``repair`` adapter instead (its recovered attempts are kept, their failed turns masked).
 
 Per recipe: held-out completion with its 95% Wilson interval, the change against ``sft`` with
 the exact McNemar p over the same tasks (fixed / broke counts), the recovery rate (accepted ÷
@@ -65,6 +66,8 @@ def main() -> None:
     # 60 of the 182 train tasks x 4 attempts is what fits issue 13's 45 minutes on a 2-core CPU
     # (measured at stop 28: 17 min sampling + 18 min training); all 182 would take ~60 min sampling.
     ap.add_argument("--rft-tasks", type=int, default=60, help="train tasks RFT samples on (0: all)")
+    ap.add_argument("--rft-from", default="sft", choices=[r for r in RECIPES if r != "rft"],
+                    help="the recipe whose adapter RFT samples with first (its folder in OUT must exist)")
     ap.add_argument("--replay-share", type=float, default=None,
                     help="self-distilled replay share of every recipe but defaults (default: the library's, "
                          "0.3; the demo runs 0)")
@@ -160,7 +163,10 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
 
         pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
         cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=1, attempts=args.rft_attempts)
-        res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / "sft"))
+        start = out / args.rft_from
+        if not (start / "trajforge_adapter.json").exists():
+            raise SystemExit(f"--rft-from {args.rft_from}: no adapter in {start}; train that recipe first")
+        res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(start))
         one = res.rounds[-1]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
                 "attempts": one.sampled, "verified": one.verified, "kept": one.kept,
