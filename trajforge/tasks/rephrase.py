@@ -32,7 +32,9 @@ def rephrased(tasks: Sequence[Task], copies: int = 1) -> list[Task]:
     from trajforge.envs import env_spec
 
     out: list[Task] = []
-    for task in tasks if copies else ():
+    if not copies:
+        return out
+    for task in tasks:
         if task.split != "train":
             continue
         rephrase = env_spec(task.env).rephrase
