@@ -67,7 +67,7 @@ def main() -> None:
     # (measured at stop 28: 17 min sampling + 18 min training); all 182 would take ~60 min sampling.
     ap.add_argument("--rft-tasks", type=int, default=60, help="train tasks RFT samples on (0: all)")
     ap.add_argument("--rft-from", default="sft", choices=[r for r in RECIPES if r != "rft"],
-                    help="the recipe whose adapter RFT samples with first (its folder in OUT must exist)")
+                    help="the recipe whose adapter RFT samples with first (trained before rft when missing)")
     ap.add_argument("--replay-share", type=float, default=None,
                     help="self-distilled replay share of every recipe but defaults (default: the library's, "
                          "0.3; the demo runs 0)")
@@ -78,8 +78,9 @@ def main() -> None:
     unknown = set(wanted) - set(RECIPES)
     if unknown:
         ap.error(f"unknown recipes {sorted(unknown)}; use {', '.join(RECIPES)}")
-    if "rft" in wanted and "sft" not in wanted:
-        wanted.insert(0, "sft")  # RFT starts from it
+    if "rft" in wanted:  # compared with sft, it samples first with --rft-from's adapter: both go first
+        first = list(dict.fromkeys(["sft", args.rft_from]))
+        wanted = first + [r for r in wanted if r not in first]
 
     from trajforge.eval.run import collect
     from trajforge.policies import make_policy
@@ -163,10 +164,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
 
         pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
         cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=1, attempts=args.rft_attempts)
-        start = out / args.rft_from
-        if not (start / "trajforge_adapter.json").exists():
-            raise SystemExit(f"--rft-from {args.rft_from}: no adapter in {start}; train that recipe first")
-        res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(start))
+        res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / args.rft_from))
         one = res.rounds[-1]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
                 "attempts": one.sampled, "verified": one.verified, "kept": one.kept,
