@@ -12,7 +12,6 @@ import pytest
 from trajforge.envs import env_spec
 from trajforge.grade import graded
 from trajforge.harness import run_episodes
-from trajforge.policies.expert import ExpertPolicy
 from trajforge.policies.repair import RepairPolicy
 from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.schema import Mistake, Trajectory
@@ -92,45 +91,21 @@ def test_the_mistakes_come_back_as_the_environments_real_answers():
     assert "There is no column" in col.messages[4].content
 
 
-def test_a_misplaced_column_drops_the_join_and_the_recovery_pastes_the_one_the_error_names():
+def test_a_misplaced_column_drops_the_join_and_the_recovery_adds_it_back():
     pool = list(train_pool("sql"))
     task = next(t for t in pool if t.template == "orders_from_city")
     [m] = [m for m in env_spec("sql").mistakes(task, pool) if m.kind == "misplaced_column"]
     city = task.entities["city"]
     assert m.calls[0].arguments["query"] == f"SELECT COUNT(*) FROM orders o WHERE city = '{city}'"
-    assert m.fix.arguments["query"] == (f"SELECT COUNT(*) FROM orders o JOIN customers ON o.customer_id = "
-                                        f"customers.id WHERE customers.city = '{city}'")
-    assert m.recovery == ("city is a column of customers, which my query did not join; I'll add the joins "
-                          "the error names: JOIN customers ON o.customer_id = customers.id.")
+    assert m.recovery == ("city is a column of customers, which my query did not join; "
+                          "I'll add JOIN customers c ON o.customer_id = c.id.")
     [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
     assert traj.outcome.tier == "recovered"
     [result] = traj.steps[0].results
     assert result.error == "no_such_column" and "city is a column of customers (JOIN customers" in result.content
-    assert traj.steps[1].calls == [m.fix] and traj.steps[1].results[0].ok
     # a join whose alias the query uses elsewhere is never dropped: the mistake would not be one error
     spender = next(t for t in pool if t.template == "top_spender_in_city")
     assert "misplaced_column" not in {m.kind for m in env_spec("sql").mistakes(spender, pool)}
-
-
-def test_a_misplaced_column_drops_the_whole_path_and_its_fix_is_the_errors_text_with_the_references_result():
-    """Where the column is several joins away (a city from order_items: orders, then customers),
-    the mistake loses every join on the way, as held-out queries do (``FROM products WHERE city =
-    ...``); on every task it fits, the error spells out exactly the joins the fix pastes, and the
-    fix returns what the reference query returns, so the demonstration teaches copying the error."""
-    pool = list(train_pool("sql"))
-    fits = [(t, m) for t in pool for m in env_spec("sql").mistakes(t, pool) if m.kind == "misplaced_column"]
-    assert {t.template for t, _ in fits} >= {"orders_from_city", "city_spend_on_category"}
-    for task, m in fits:
-        [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k, m=m: m))]
-        [ref] = run_episodes([task], ExpertPolicy())
-        pasted = m.recovery.split("the error names: ")[1].removesuffix(".")
-        error, fixed = traj.steps[m.at].results[0], traj.steps[m.at + 1].results[0]
-        assert traj.outcome.tier == "recovered", (task.template, traj.outcome)
-        assert pasted in error.content and pasted in m.fix.arguments["query"], (error.content, m.fix)
-        assert fixed.ok and fixed.content == ref.steps[m.at].results[0].content, (m.fix, fixed.content)
-        if task.template == "city_spend_on_category":
-            assert pasted.count("JOIN ") == 2, pasted
-            assert " orders" not in m.calls[0].arguments["query"], m.calls[0]
 
 
 def test_the_planner_plays_a_misplaced_column_first_wherever_it_fits():

@@ -24,14 +24,13 @@ class ExpertPolicy:
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         return [self.reference_turn(req.task, req.turn) for req in requests]
 
-    def reference_turn(self, task, i: int, opening: str = "", call=None) -> Generation:
-        """Reference call ``i`` of ``task`` with its sentence (``opening`` before it); ``call``
-        instead of the reference's own call, when given (an equivalent one)."""
+    def reference_turn(self, task, i: int, opening: str = "") -> Generation:
+        """Reference call ``i`` of ``task`` with its sentence (``opening`` before it)."""
         ref = task.reference
         if i >= len(ref):
             # The reference is exhausted without ending the episode; say so instead of calling.
             return Generation(text="I have no further steps in my plan.")
-        call = call or ref[i]
+        call = ref[i]
         # Generators that write their words at generation time store them on the task.
         why = task.reasoning[i] if i < len(task.reasoning) else f"I'll call {call.name}."
         return Generation(text=self.dialect.render_assistant(f"{opening} {why}" if opening else why, [call]))

@@ -4,10 +4,9 @@
 ``plan(task, sample)`` may give a ``Mistake`` for the episode: the reference up to ``mistake.at``,
 then the mistaken turns (marked ``Generation.mistake``, so the harness stores ``Step.mistake``
 and training masks them), then the reference from ``at`` on, whose first turn opens with the
-mistake's recovery sentence (and makes the mistake's ``fix`` call where it has one). The harness
-executes every turn for real, so the error or the surprising result the recovery answers is the
-environment's own. Plans come from ``trajforge.tasks.repair.Planner``; CLI: ``trajforge collect
---policy repair``.
+mistake's recovery sentence. The harness executes every turn for real, so the error or the
+surprising result the recovery answers is the environment's own. Plans come from
+``trajforge.tasks.repair.Planner``; CLI: ``trajforge collect --policy repair``.
 """
 
 from __future__ import annotations
@@ -41,9 +40,7 @@ class RepairPolicy:
         if k < made:
             return Generation(text=self.mistaken_text(req, mistake, k), mistake=mistake.kind)
         i = req.turn - made
-        if i != mistake.at:
-            return self.expert.reference_turn(req.task, i)
-        return self.expert.reference_turn(req.task, i, mistake.recovery, mistake.fix)
+        return self.expert.reference_turn(req.task, i, mistake.recovery if i == mistake.at else "")
 
     def mistaken_text(self, req: TurnRequest, mistake: Mistake, k: int) -> str:
         if k == 0 and mistake.raw is not None:

@@ -4,7 +4,7 @@ Environments describe the mistakes that make sense for a task (``EnvSpec.mistake
 generic kinds come from ``trajforge.tasks.repair``, and the repair policy
 (``trajforge.policies.repair``) plays one: the reference up to ``at``, the mistaken turns
 (executed for real, so the environment's real error or surprising result comes back), then the
-reference from ``at`` on, its first turn opening with ``recovery`` (and making ``fix`` when given).
+reference from ``at`` on, its first turn opening with ``recovery``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,3 @@ class Mistake(BaseModel):
     """The first call is written broken (malformed / cut off), so the parser refuses it."""
     recovery: str = ""
     """The sentence the recovery turn opens with: what came back and what to do instead."""
-    fix: ToolCall | None = None
-    """The recovery turn's call instead of reference call ``at``, giving the same result: a fix
-    written from what the error says (the mistaken query with the joins the error names pasted
-    in), which a small model can copy, where the reference may be spelled another way. None: the
-    reference call."""

@@ -9,12 +9,10 @@ and each only reads (the database is read-only anyway):
 - in a world that renames a table or column (``envs/sql/worlds.py``), those two use the original
   world's name instead (``customers`` where the world says ``clients``, ``city`` for ``town``):
   the name a model that memorised one world writes, refused like any other;
-- ``misplaced_column``: a joined table's column written on the tables without the joins that
-  reach it (``FROM orders o WHERE city = 'Lyon'``; ``FROM order_items oi ... WHERE city = ...``
-  without orders and customers): ``no such column``, with the table that has it and the join
-  path that reaches it; the fix pastes that path, as the error spells it, into the mistaken
-  query (``Mistake.fix``), so what is learnt is copying the error's joins. Held-out questions
-  fail this way more than by spelling: the column is right, the tables are not;
+- ``misplaced_column``: a joined table's column written on the tables without the join
+  (``FROM orders o WHERE city = 'Lyon'``): ``no such column``, with the table that has it and
+  the join that reaches it; the fix adds the join. Held-out questions fail this way more than
+  by spelling: the column is right, the table is not;
 - ``wrong_entity``: the question's value in another spelling (lower case): it runs and finds
   nothing, or counts zero;
 - ``nearest_template``: another template's query with this task's entities (what a model that
@@ -28,7 +26,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
 from trajforge.envs.sql.worlds import COLUMN_NAMES, TABLE_NAMES, retail_world
@@ -78,99 +75,27 @@ def _swap_first(query: str, slips: dict[str, str]) -> tuple[str, str, str] | Non
     return None
 
 
-_JOIN = re.compile(r"\s+JOIN\s+(\w+)\s+(?:AS\s+)?(\w+)\s+ON\s+(\w+)\.(\w+)\s*=\s*(\w+)\.(\w+)", re.I)
+_JOIN = re.compile(r"\s+JOIN\s+(\w+)\s+(?:AS\s+)?(\w+)\s+ON\s+\w+\.\w+\s*=\s*\w+\.\w+", re.I)
 
 
-class _Join(NamedTuple):
-    """``JOIN table alias ON a.x = b.y`` of a query."""
-
-    start: int
-    end: int
-    table: str
-    alias: str
-    sides: tuple[tuple[str, str], tuple[str, str]]
-    """The ON clause's (alias, column) pairs."""
-
-    @property
-    def parent(self) -> str:
-        """The alias the join hangs from: the ON side that is not its own."""
-        return next((a for a, _ in self.sides if a != self.alias), self.alias)
-
-
-class Dropped(NamedTuple):
-    """A ``misplaced_column`` mistake: the query without the joins that reach a column."""
-
-    query: str
-    """The mistaken query: the column left bare, its table and the tables between not joined."""
-    fix: str
-    """The mistaken query with the joins pasted in before its WHERE, as the error spells them
-    (``JOIN t ON a.x = t.y``, new tables by name), and the column qualified by its table."""
-    column: str
-    table: str
-    pasted: str
-    """The JOIN clauses the fix adds."""
-    hops: int
-    """How many there are."""
-
-
-def _alias_uses(alias: str, text: str) -> list[str]:
-    """The columns ``text`` reads as ``alias.column``."""
-    return re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)", text)
-
-
-def _without(query: str, joins: list[_Join]) -> str:
-    for j in sorted(joins, key=lambda j: -j.start):
-        query = query[:j.start] + query[j.end:]
-    return query
-
-
-def _top_where(query: str) -> int | None:
-    """Where the outermost WHERE starts (outside strings and parentheses)."""
-    depth = 0
-    for m in re.finditer(r"'(?:[^']|'')*'|\(|\)|\bWHERE\b", query, re.I):
-        token = m.group(0)
-        depth += token == "("
-        depth -= token == ")"
-        if depth == 0 and token.upper() == "WHERE":
-            return m.start()
-    return None
-
-
-def _drop_joins(query: str) -> Dropped | None:
-    """The longest chain of joins a query can lose to one filter ``alias.column`` (None when no
-    join is that simple): the join that brings the column's table, whose alias is used only by
-    its ON clause and that filter, and the joins it hangs from whose aliases nothing else uses
-    (``order_items → orders → customers`` for a city). The query a model writes when it knows
-    the column but not where it lives; the error names the missing path, and the fix pastes it."""
-    joins = [_Join(m.start(), m.end(), m.group(1), m.group(2), ((m.group(3), m.group(4)), (m.group(5), m.group(6))))
-             for m in _JOIN.finditer(query)]
-    by_alias = {j.alias: j for j in joins}
-    best: Dropped | None = None
-    for goal in joins:
-        chain = [goal]
-        while (parent := by_alias.get(chain[-1].parent)) is not None and parent not in chain \
-                and not _alias_uses(parent.alias, _without(query, chain + [parent])):
-            chain.append(parent)
-        rest = _without(query, chain)
-        uses = _alias_uses(goal.alias, rest)
-        where = _top_where(rest)
-        if len(uses) != 1 or where is None:
+def _drop_join(query: str) -> tuple[str, str, str, str] | None:
+    """(query without one of its joins, the column, its table, the JOIN clause) where the dropped
+    table's alias is used only by its ON clause and one filter ``alias.column``, which loses its
+    alias: the query a model writes when it knows the column but not where it lives. None when
+    no join is that simple."""
+    for m in _JOIN.finditer(query):
+        table, alias = m.group(1), m.group(2)
+        rest = query[:m.start()] + query[m.end():]
+        uses = re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)", rest)
+        if len(uses) != 1:
             continue
         column = uses[0]
-        qualified = re.compile(rf"(?<![\w.]){re.escape(goal.alias)}\.{column}\b")
-        at = qualified.search(rest, where)
-        if at is None:  # the filter is not in the outer WHERE
+        filtered = re.search(rf"\bWHERE\b.*(?<![\w.]){re.escape(alias)}\.{column}\b", rest, re.I | re.S)
+        if filtered is None:
             continue
-        names = {j.alias: j.table for j in chain}
-        pasted = " ".join(f"JOIN {j.table} ON " + " = ".join(
-            f"{names.get(a, a)}.{c}" for a, c in sorted(j.sides, key=lambda s: s[0] == j.alias))
-            for j in reversed(chain))
-        bare = rest[:at.start()] + column + rest[at.end():]
-        fixed = rest[:at.start()] + f"{goal.table}.{column}" + rest[at.end():]
-        fix = f"{fixed[:where].rstrip()} {pasted} {fixed[where:]}"
-        if best is None or len(chain) > best.hops:
-            best = Dropped(bare, fix, column, goal.table, pasted, len(chain))
-    return best
+        new = re.sub(rf"(?<![\w.]){re.escape(alias)}\.{column}\b", column, rest, count=1)
+        return new, column, table, m.group(0).strip()
+    return None
 
 
 def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
@@ -192,12 +117,12 @@ def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
         new, right, wrong = swapped
         out.append(Mistake(kind="wrong_column", at=at, calls=(with_args(call, query=new),),
                            recovery=f"There is no column {wrong}; the error lists the columns, and it is {right}."))
-    dropped = _drop_joins(query)
+    dropped = _drop_join(query)
     if dropped:
-        out.append(Mistake(kind="misplaced_column", at=at, calls=(with_args(call, query=dropped.query),),
-                           fix=with_args(call, query=dropped.fix),
-                           recovery=f"{dropped.column} is a column of {dropped.table}, which my query did not "
-                                    f"join; I'll add the joins the error names: {dropped.pasted}."))
+        new, column, table, clause = dropped
+        out.append(Mistake(kind="misplaced_column", at=at, calls=(with_args(call, query=new),),
+                           recovery=f"{column} is a column of {table}, which my query did not join; "
+                                    f"I'll add {clause}."))
     for value in task.entities.values():
         if isinstance(value, str) and f"'{value}'" in query and value.lower() != value:
             out.append(Mistake(kind="wrong_entity", at=at,
