@@ -28,7 +28,8 @@ demo's harness:
 - ``rft``: one RFT round from the ``sft`` adapter (4 attempts at T=0.7 on each of the first
   ``--rft-tasks`` train tasks, 60 by default, up to 2 verified distinct kept per task, a fresh
   adapter on expert + kept with the demo's recipe); ``--rft-from repair`` samples with the
-  ``repair`` adapter instead (its recovered attempts are kept, their failed turns masked).
+  ``repair`` adapter instead (its recovered attempts are kept, their failed turns masked);
+  ``--rft-warm`` fine-tunes the starting adapter on kept + as many expert episodes instead.
 
 Per recipe: held-out completion with its 95% Wilson interval, the change against ``sft`` with
 the exact McNemar p over the same tasks (fixed / broke counts), the recovery rate (accepted ÷
@@ -68,6 +69,9 @@ def main() -> None:
     ap.add_argument("--rft-tasks", type=int, default=60, help="train tasks RFT samples on (0: all)")
     ap.add_argument("--rft-from", default="sft", choices=[r for r in RECIPES if r != "rft"],
                     help="the recipe whose adapter RFT samples with first (trained before rft when missing)")
+    ap.add_argument("--rft-warm", action="store_true",
+                    help="RFT goes on from the starting adapter on kept + as many expert episodes "
+                         "(RFTConfig.warm_start) instead of a fresh adapter on expert + kept")
     ap.add_argument("--replay-share", type=float, default=None,
                     help="self-distilled replay share of every recipe but defaults (default: the library's, "
                          "0.3; the demo runs 0)")
@@ -163,12 +167,13 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         from trajforge.train.rft import RFTConfig, train_rft
 
         pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
-        cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=1, attempts=args.rft_attempts)
+        cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=1, attempts=args.rft_attempts,
+                        warm_start=args.rft_warm)
         res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / args.rft_from))
         one = res.rounds[-1]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
                 "attempts": one.sampled, "verified": one.verified, "kept": one.kept,
-                "solved_tasks": one.solved_tasks, "sample_s": one.sample_seconds}
+                "solved_tasks": one.solved_tasks, "sample_s": one.sample_seconds, "warm_start": args.rft_warm}
     info["train_s"] = round(time.perf_counter() - t0, 1)
     data = json.loads(meta.read_text())
     data["bench"] = info

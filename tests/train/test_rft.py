@@ -112,3 +112,39 @@ def test_train_rft_from_the_cli_samples_a_real_model(tiny_model, sql_tasks, expe
         "--lr", "5e-4"])
     assert res.exit_code == 0, res.output
     assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 8
+
+
+def test_warm_rounds_go_on_from_the_previous_adapter_on_kept_plus_a_slice_of_expert(
+        tiny_model, sql_tasks, expert_trajs, tmp_path):
+    """``warm_start``: each round trains a new adapter on top of the previous one (its lineage
+    recorded, so loading the last loads them all) on that round's kept attempts plus as many
+    expert episodes; a round that keeps nothing new keeps the previous adapter."""
+    from trajforge.policies.hf import adapter_lineage
+
+    tasks = _train(sql_tasks)[:3]
+    out = tmp_path / "rft"
+
+    def sampler(adapter, round_):
+        return RepairPolicy(Planner(_train(sql_tasks)), name=f"rft-round{round_}")
+
+    cfg = RFTConfig(rounds=2, attempts=2, keep_per_task=1, warm_start=True, **TINY)
+    res = train_rft(tasks, expert_trajs[:4], tiny_model, out, cfg, policy_for=sampler, progress=False)
+    one, two = res.rounds[1], res.rounds[2]
+    assert one.kept == 3 and one.trained_on == 3 + 3  # kept + expert_mix (1.0) x as many expert
+    assert two.kept == 3 and two.trained_on == 3 + 3
+    meta = json.loads((out / "trajforge_adapter.json").read_text())
+    assert meta["init_adapter"] == str((out / "round-1").resolve()) and meta["rft"]["config"]["warm_start"]
+    assert adapter_lineage(out) == [str((out / "round-0").resolve()), str((out / "round-1").resolve()), str(out)]
+    # The same rounds from the base (ReST-EM's rule) train on all expert data plus everything kept.
+    cold = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "cold",
+                     cfg.model_copy(update={"warm_start": False}), policy_for=sampler, progress=False)
+    assert [r.trained_on for r in cold.rounds[1:]] == [4 + 3, 4 + 6]
+    assert json.loads((tmp_path / "cold" / "trajforge_adapter.json").read_text())["init_adapter"] is None
+
+    def failing(adapter, round_):
+        return ScriptedPolicy(['<answer>"nothing"</answer>'], name=f"fail-round{round_}")
+
+    none_kept = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "none",
+                          cfg.model_copy(update={"rounds": 1}), policy_for=failing, progress=False)
+    assert none_kept.rounds[1].kept == 0 and none_kept.rounds[1].sft is None
+    assert none_kept.rounds[1].adapter_dir == none_kept.rounds[0].adapter_dir

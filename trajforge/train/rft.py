@@ -16,6 +16,9 @@ trained here on the expert store. Each round r = 1..N then
 3. trains a fresh adapter from the base on the expert demonstrations plus everything kept so far.
    ReST-EM (Singh et al., 2023) retrains from the base each round; fine-tuning the previous
    adapter again would compound its overfitting on the tasks it already solves.
+   ``warm_start`` trades that for time: the round goes on from the previous round's adapter
+   (a new adapter on top of it, its lineage recorded) on this round's kept attempts plus
+   ``expert_mix`` times as many expert demonstrations drawn at random, a fraction of the steps.
 
 A rerun in the same ``out_dir`` (after a crash, say) samples only what the store lacks and
 retrains no round whose adapter was trained to the end on the same data, model and settings
@@ -33,6 +36,7 @@ import gc
 import hashlib
 import json
 import logging
+import random
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -70,6 +74,13 @@ class RFTConfig(SFTConfig):
     """Tokens per sampled turn."""
     max_turns: int = 8
     """Turns per sampled episode."""
+    warm_start: bool = False
+    """Each round fine-tunes the previous round's adapter on its own kept attempts plus
+    ``expert_mix`` × as many expert demonstrations, instead of a fresh adapter from the base on
+    all expert data and everything kept (ReST-EM's rule)."""
+    expert_mix: float = 1.0
+    """Expert demonstrations per kept attempt in a ``warm_start`` round (against forgetting the
+    tasks no attempt was kept for)."""
 
 
 class RoundResult(BaseModel):
@@ -179,20 +190,22 @@ def hf_sampler(model: str, cfg: RFTConfig) -> PolicyFor:
     return policy_for
 
 
-def round_key(data: list[Trajectory], model: str, cfg: SFTConfig) -> str:
-    """What a round's SFT depends on: the demonstrations in order, the base model and the settings
-    (the time budget aside: a round that finished did not depend on it)."""
-    h = hashlib.sha256(json.dumps([model, cfg.model_dump(mode="json", exclude={"max_seconds"})]).encode())
+def round_key(data: list[Trajectory], model: str, cfg: SFTConfig, init_adapter: str | None = None) -> str:
+    """What a round's SFT depends on: the demonstrations in order, the base model, the adapter it
+    goes on from and the settings (the time budget aside: a round that finished did not depend on it)."""
+    start = adapter_digest(init_adapter) if init_adapter else None
+    h = hashlib.sha256(json.dumps([model, start, cfg.model_dump(mode="json", exclude={"max_seconds"})]).encode())
     for t in data:
         h.update(t.model_dump_json().encode())
     return h.hexdigest()
 
 
 def trained_round(data: list[Trajectory], model: str, adapter_dir: Path, cfg: SFTConfig,
-                  progress: bool) -> SFTResult:
-    """The round's SFT: the adapter already in ``adapter_dir`` when it was trained to the end on the
-    same data, model and settings, else trained now (and recorded so)."""
-    key = round_key(data, model, cfg)
+                  progress: bool, init_adapter: str | None = None) -> SFTResult:
+    """The round's SFT (from ``init_adapter`` when given): the adapter already in ``adapter_dir``
+    when it was trained to the end on the same data, model, start and settings, else trained now
+    (and recorded so)."""
+    key = round_key(data, model, cfg, init_adapter)
     record = adapter_dir / ROUND_RECORD
     if record.exists() and (adapter_dir / "adapter_model.safetensors").exists():
         try:
@@ -204,7 +217,7 @@ def trained_round(data: list[Trajectory], model: str, adapter_dir: Path, cfg: SF
             log.warning("rft: %s unreadable (%s); training the round again", record, e)
     # The old record goes first: a training cut off midway may already have replaced its adapter.
     record.unlink(missing_ok=True)
-    res = train_sft(data, model, adapter_dir, cfg, progress=progress)
+    res = train_sft(data, model, adapter_dir, cfg, progress=progress, init_adapter=init_adapter)
     if res.stopped is None:  # a round the budget cut short is not what a rerun would train
         record.write_text(json.dumps({"key": key, "sft": res.model_dump(mode="json")}))
     return res
@@ -220,6 +233,12 @@ def adapter_digest(adapter: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()[:10]
+
+
+def expert_slice(expert: list[Trajectory], n: int, seed: int) -> list[Trajectory]:
+    """``n`` expert demonstrations of the kept tiers drawn at random (all of them when fewer)."""
+    usable = [t for t in expert if t.outcome is not None and t.outcome.tier in KEPT_TIERS]
+    return random.Random(seed).sample(usable, min(n, len(usable)))
 
 
 class _Budget:
@@ -293,9 +312,13 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
         if budget.spent():
             stopped = "time budget"
             break
-        data = expert + kept
+        start = rounds[-1].adapter_dir if cfg.warm_start else None
+        if start and not new:  # nothing new to go on with: the round keeps the previous adapter
+            rounds.append(info.model_copy(update={"adapter_dir": start}))
+            continue
+        data = new + expert_slice(expert, round(len(new) * cfg.expert_mix), cfg.seed + r) if start else expert + kept
         info.sft = trained_round(data, model, Path(info.adapter_dir),
-                                 sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}), progress)
+                                 sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}), progress, start)
         info.trained_on = len(data)
         rounds.append(info)
     result = RFTResult(adapter_dir=str(out), rounds=rounds, stopped=stopped,
@@ -314,7 +337,8 @@ def _finish(out: Path, result: RFTResult, cfg: RFTConfig) -> None:
     meta_path = out / ADAPTER_META
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta["recipe"] = "rft"
-    meta["rft"] = {"config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "temperature", "keep_per_task")},
+    meta["rft"] = {"config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "temperature", "keep_per_task",
+                                                             "warm_start", "expert_mix")},
                    "stopped": result.stopped,
                    "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0}
                               for r in result.rounds]}

@@ -208,9 +208,12 @@ def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
 
 def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFTConfig | None = None,
               progress: bool = True, resume: bool = False,
-              evaluator: InLoopEval | None = None, replay: list[Sample] | None = None) -> SFTResult:
+              evaluator: InLoopEval | None = None, replay: list[Sample] | None = None,
+              init_adapter: str | None = None) -> SFTResult:
     """Train an adapter on the successful trajectories; see the module docstring.
 
+    ``init_adapter``: an adapter to go on from (merged into the base, a new adapter on top, its
+    lineage recorded as DPO's is, so loading this one loads it first); None starts from the base.
     ``replay``: general-instruction samples (train/replay.py) mixed in at ``cfg.replay_share``;
     None self-distills them from the starting model (cached).
     ``resume`` continues from the last checkpoint in ``out_dir``; ``evaluator`` runs the in-loop
@@ -224,7 +227,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     fingerprints = check_fingerprints(data)
     path = resolve(model)
     runtime = Runtime(cfg)
-    net, tok = lora_model(path, cfg, device=str(runtime.device))
+    net, tok = lora_model(path, cfg, init_adapter, device=str(runtime.device))
     cfg, derived = derive(cfg, model_params(path, net), len(data), runtime.world)
     for line in derived.why:
         log.info("derived: %s", line)
@@ -235,7 +238,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     if not samples:
         raise ValueError(f"no sample fits --max-len {cfg.max_len} (skipped: {skipped})")
     if cfg.replay_share > 0:
-        replay = replay if replay is not None else shared_replay(runtime, net, tok, path)
+        replay = replay if replay is not None else shared_replay(runtime, net, tok, path, init_adapter)
         samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
     micro = epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
     batches = LoaderBatches(samples, micro, tok.pad_token_id, cfg.grad_accum)
@@ -270,7 +273,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "sft", **fingerprint_meta(data, fingerprints), "dialect": builder.dialect.name,
             "render_mode": cfg.render_mode, **({"demos": shown.meta} if shown else {}),
-            "base_model": model, "config": cfg.model_dump(),
+            "base_model": model, "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+            "config": cfg.model_dump(),
             "derived": derived.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
     return result
