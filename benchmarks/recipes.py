@@ -25,7 +25,7 @@ demo's harness:
   as ``sft``'s 2 over half the data;
 - ``defaults``: ``train sft`` with no tuning flags (``SFTConfig()``: derived lr and batch,
   dropout 0.05, checkpointing on, 30% replay), the issue's "within 5 points of the demo's recipe";
-- ``rft``: one RFT round from the ``sft`` adapter (4 attempts at T=0.7 on each of the first
+- ``rft``: one RFT round (``--rft-rounds``) from the ``sft`` adapter (4 attempts at T=0.7 on each of the first
   ``--rft-tasks`` train tasks, 60 by default, up to 2 verified distinct kept per task, a fresh
   adapter on expert + kept with the demo's recipe); ``--rft-from repair`` samples with the
   ``repair`` adapter instead (its recovered attempts are kept, their failed turns masked);
@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--rft-tasks", type=int, default=60, help="train tasks RFT samples on (0: all)")
     ap.add_argument("--rft-from", default="sft", choices=[r for r in RECIPES if r != "rft"],
                     help="the recipe whose adapter RFT samples with first (trained before rft when missing)")
+    ap.add_argument("--rft-rounds", type=int, default=1, help="RFT rounds (sample, keep, train)")
     ap.add_argument("--rft-warm", action="store_true",
                     help="RFT goes on from the starting adapter on kept + as many expert episodes "
                          "(RFTConfig.warm_start) instead of a fresh adapter on expert + kept")
@@ -167,13 +168,15 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         from trajforge.train.rft import RFTConfig, train_rft
 
         pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
-        cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=1, attempts=args.rft_attempts,
+        cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=args.rft_rounds, attempts=args.rft_attempts,
                         warm_start=args.rft_warm)
         res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / args.rft_from))
-        one = res.rounds[-1]
+        done = res.rounds[1:]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
-                "attempts": one.sampled, "verified": one.verified, "kept": one.kept,
-                "solved_tasks": one.solved_tasks, "sample_s": one.sample_seconds, "warm_start": args.rft_warm}
+                "attempts": sum(r.sampled for r in done), "verified": sum(r.verified for r in done),
+                "kept": sum(r.kept for r in done), "solved_tasks": [r.solved_tasks for r in done],
+                "sample_s": round(sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
+                "rounds": len(done)}
     info["train_s"] = round(time.perf_counter() - t0, 1)
     data = json.loads(meta.read_text())
     data["bench"] = info
