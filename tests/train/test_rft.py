@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli.main import app
@@ -144,6 +145,9 @@ def test_warm_rounds_go_on_from_the_previous_adapter_on_kept_plus_a_slice_of_exp
     def failing(adapter, round_):
         return ScriptedPolicy(['<answer>"nothing"</answer>'], name=f"fail-round{round_}")
 
+    with pytest.raises(ValueError, match="expert_mix"):
+        train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "bad", cfg.model_copy(update={"expert_mix": -1.0}),
+                  policy_for=failing, progress=False)
     none_kept = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "none",
                           cfg.model_copy(update={"rounds": 1}), policy_for=failing, progress=False)
     assert none_kept.rounds[1].kept == 0 and none_kept.rounds[1].sft is None

@@ -193,8 +193,10 @@ def hf_sampler(model: str, cfg: RFTConfig) -> PolicyFor:
 def round_key(data: list[Trajectory], model: str, cfg: SFTConfig, init_adapter: str | None = None) -> str:
     """What a round's SFT depends on: the demonstrations in order, the base model, the adapter it
     goes on from and the settings (the time budget aside: a round that finished did not depend on it)."""
-    start = adapter_digest(init_adapter) if init_adapter else None
-    h = hashlib.sha256(json.dumps([model, start, cfg.model_dump(mode="json", exclude={"max_seconds"})]).encode())
+    settings = cfg.model_dump(mode="json", exclude={"max_seconds"})
+    # A round from the base keeps the fingerprint it had before warm starts existed.
+    parts = [model, adapter_digest(init_adapter), settings] if init_adapter else [model, settings]
+    h = hashlib.sha256(json.dumps(parts).encode())
     for t in data:
         h.update(t.model_dump_json().encode())
     return h.hexdigest()
@@ -235,9 +237,9 @@ def adapter_digest(adapter: str | Path) -> str:
     return h.hexdigest()[:10]
 
 
-def expert_slice(expert: list[Trajectory], n: int, seed: int) -> list[Trajectory]:
-    """``n`` expert demonstrations of the kept tiers drawn at random (all of them when fewer)."""
-    usable = [t for t in expert if t.outcome is not None and t.outcome.tier in KEPT_TIERS]
+def expert_slice(expert: list[Trajectory], n: int, seed: int, tiers: Iterable[str] = KEPT_TIERS) -> list[Trajectory]:
+    """``n`` expert demonstrations of ``tiers`` drawn at random (all of them when fewer)."""
+    usable = [t for t in expert if t.outcome is not None and t.outcome.tier in set(tiers)]
     return random.Random(seed).sample(usable, min(n, len(usable)))
 
 
@@ -270,6 +272,8 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
     cfg = cfg or RFTConfig()
     if cfg.rounds < 1 or cfg.attempts < 1 or cfg.keep_per_task < 1:
         raise ValueError("rounds, attempts and keep_per_task must be at least 1")
+    if cfg.expert_mix < 0:
+        raise ValueError(f"expert_mix must be 0 or more, not {cfg.expert_mix}")
     if not tasks:
         raise ValueError("no training tasks to sample attempts on")
     out = Path(out_dir)
@@ -316,7 +320,10 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
         if start and not new:  # nothing new to go on with: the round keeps the previous adapter
             rounds.append(info.model_copy(update={"adapter_dir": start}))
             continue
-        data = new + expert_slice(expert, round(len(new) * cfg.expert_mix), cfg.seed + r) if start else expert + kept
+        if start:
+            data = new + expert_slice(expert, round(len(new) * cfg.expert_mix), cfg.seed + r, cfg.tiers)
+        else:
+            data = expert + kept
         info.sft = trained_round(data, model, Path(info.adapter_dir),
                                  sft_cfg.model_copy(update={"max_seconds": budget.for_sft()}), progress, start)
         info.trained_on = len(data)
