@@ -25,11 +25,12 @@ demo's harness:
   as ``sft``'s 2 over half the data;
 - ``defaults``: ``train sft`` with no tuning flags (``SFTConfig()``: derived lr and batch,
   dropout 0.05, checkpointing on, 30% replay), the issue's "within 5 points of the demo's recipe";
-- ``rft``: one RFT round (``--rft-rounds``) from the ``sft`` adapter (4 attempts at T=0.7 on each of the first
-  ``--rft-tasks`` train tasks, 60 by default, up to 2 verified distinct kept per task, a fresh
-  adapter on expert + kept with the demo's recipe); ``--rft-from repair`` samples with the
-  ``repair`` adapter instead (its recovered attempts are kept, their failed turns masked);
-  ``--rft-warm`` fine-tunes the starting adapter on kept + as many expert episodes instead.
+- ``rft``: one RFT round (``--rft-rounds N``: N) from the ``sft`` adapter (4 attempts at T=0.7
+  on each of the first ``--rft-tasks`` train tasks, 60 by default, up to 2 verified distinct
+  kept per task, a fresh adapter on expert + kept with the demo's recipe); ``--rft-from
+  repair`` samples with the ``repair`` adapter instead (its recovered attempts are kept, their
+  failed turns masked); ``--rft-warm`` fine-tunes the starting adapter on kept + as many expert
+  episodes instead.
 
 Per recipe: held-out completion with its 95% Wilson interval, the change against ``sft`` with
 the exact McNemar p over the same tasks (fixed / broke counts), the recovery rate (accepted ÷

@@ -20,3 +20,9 @@ def save_adapter(net, tokenizer, out_dir: str | Path, meta: dict[str, Any]) -> P
     meta = {**meta, "chat_template": template_record(tokenizer)}
     (out / ADAPTER_META).write_text(json.dumps(meta, indent=2))
     return out
+
+
+def lineage_ref(init_adapter: str | Path | None) -> str | None:
+    """The meta's ``init_adapter``: the adapter a training went on from, as an absolute path
+    (``policies.hf.adapter_lineage`` follows it when loading), or None for a start from the base."""
+    return str(Path(init_adapter).resolve()) if init_adapter else None

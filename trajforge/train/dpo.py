@@ -277,12 +277,12 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
                        resumed_from=fitted.resumed_from, stopped=fitted.stopped,
                        peak_memory_gb=fitted.peak_memory_gb)
     if runtime.is_main:
-        from trajforge.train.adapter import save_adapter
+        from trajforge.train.adapter import lineage_ref, save_adapter
 
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "dpo", **fingerprint_meta(sides, fingerprints),
             "dialect": pairs[0].chosen.dialect, "base_model": model,
-            "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+            "init_adapter": lineage_ref(init_adapter),
             "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses", "margins", "accuracy"})})
     runtime.barrier()
     return result

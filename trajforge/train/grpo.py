@@ -449,14 +449,14 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
                         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
                         stopped=fitted.stopped, peak_memory_gb=fitted.peak_memory_gb)
     if runtime.is_main:
-        from trajforge.train.adapter import save_adapter
+        from trajforge.train.adapter import lineage_ref, save_adapter
 
         fingerprints = sorted({t.toolset_fingerprint for t in steps.trajs})
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "grpo", **(fingerprint_meta(steps.trajs, fingerprints) if fingerprints else
                                  {"toolset_fingerprint": "", "env": tasks[0].env}),
             "dialect": _text_dialect(cfg, steps.trajs, model), "base_model": model,
-            "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+            "init_adapter": lineage_ref(init_adapter),
             "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
     return result

@@ -239,7 +239,8 @@ def adapter_digest(adapter: str | Path) -> str:
 
 def expert_slice(expert: list[Trajectory], n: int, seed: int, tiers: Iterable[str] = KEPT_TIERS) -> list[Trajectory]:
     """``n`` expert demonstrations of ``tiers`` drawn at random (all of them when fewer)."""
-    usable = [t for t in expert if t.outcome is not None and t.outcome.tier in set(tiers)]
+    wanted = set(tiers)
+    usable = [t for t in expert if t.outcome is not None and t.outcome.tier in wanted]
     return random.Random(seed).sample(usable, min(n, len(usable)))
 
 

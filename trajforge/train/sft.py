@@ -268,12 +268,12 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         peak_memory_gb=fitted.peak_memory_gb, built=dict(builder.counts), lr=cfg.lr,
         effective_batch=cfg.batch_size * cfg.grad_accum * runtime.world)
     if runtime.is_main:
-        from trajforge.train.adapter import save_adapter
+        from trajforge.train.adapter import lineage_ref, save_adapter
 
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "sft", **fingerprint_meta(data, fingerprints), "dialect": builder.dialect.name,
             "render_mode": cfg.render_mode, **({"demos": shown.meta} if shown else {}),
-            "base_model": model, "init_adapter": str(Path(init_adapter).resolve()) if init_adapter else None,
+            "base_model": model, "init_adapter": lineage_ref(init_adapter),
             "config": cfg.model_dump(),
             "derived": derived.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
