@@ -79,6 +79,11 @@ class EnvSpec:
     """How a submitted wrong answer went wrong, read off the trajectory (verdict, milestones, tool
     results): a fail reason such as ``retrieval_miss`` or ``logic_break`` (``grade/outcome.py``
     lists them); None, or a None result, grades it plain ``wrong_answer``."""
+    grounded: Callable[[Trajectory], bool | None] | None = None
+    """Whether an accepted answer was read off a tool result the agent saw (SQL: some result held
+    the expected value, the ``found_answer`` milestone). False grades the episode ``guessed``
+    (``Outcome.guessed``): right by luck, so it is neither a recovery nor training data. None, or
+    a None result, where the environment cannot tell (its verifier checks state, not a value)."""
     mistakes: Callable[[Task, Sequence[Task]], list[Mistake]] | None = None
     """Realistic mistakes for a task's self-repair demonstrations (``trajforge.tasks.repair``):
     ``mistakes(task, pool)`` gives this environment's wrong tables, columns, entities, nearest

@@ -10,7 +10,8 @@
   finds the answer, and sharpening has nothing to work with.
 - recovery_rate: of the episodes with at least one problem turn (a parse error, a tool error or
   a marked mistake), the share whose answer was still accepted (``recovered`` episodes):
-  whether the policy gets back on track after an error. ``first_error_rate``: the share of
+  whether the policy gets back on track after an error. A ``guessed`` answer (right, but no result
+  held it) is not a recovery; ``guessed`` counts the accepted episodes marked so. ``first_error_rate``: the share of
   episodes whose first turn already had a problem (a recipe that teaches recovery must not buy
   it with more first-attempt errors).
 - ``paired_p(fixed, broke)``: the exact McNemar test of two policies on the same tasks.
@@ -57,7 +58,7 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
             reasons[t.outcome.fail_reason] += 1
     comp, val = _rate(solved, len(counted)), _rate(valid, len(turns))
     troubled = [t for t in counted if any(step_problem(s) or s.mistake for s in t.steps)]
-    recovery = _rate(sum(1 for t in troubled if t.outcome and t.outcome.correct), len(troubled))
+    recovery = _rate(sum(1 for t in troubled if t.outcome and t.outcome.positive), len(troubled))
     first = sum(1 for t in counted if t.steps and step_problem(t.steps[0]))
     return {
         "n": len(counted),
@@ -73,6 +74,7 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
         "recovery_rate": recovery["value"],
         "recovery": recovery,
         "first_error_rate": first / len(counted) if counted else 0.0,
+        "guessed": sum(1 for t in counted if t.outcome and t.outcome.guessed),
     }
 
 

@@ -3,6 +3,10 @@
 - ``success``: the verifier accepted the answer and nothing went wrong on the way.
 - ``recovered``: accepted, but a format error, a tool error or a marked mistake
   (``Step.mistake``: a self-repair demonstration's) happened first.
+
+An accepted episode is also marked ``guessed`` when its environment can tell that no result the
+agent saw held the answer (``EnvSpec.grounded``; SQL: the ``found_answer`` milestone): a correct
+``6`` submitted straight after an error is luck, not recovery.
 - ``failed``: with a ``fail_reason`` (below).
 - ``env_fault``: the infrastructure failed (a declared ``InfraError``, a timeout of ours, a server
   error); such episodes are retried and never used as negatives.
@@ -162,6 +166,18 @@ def _wrong_answer(traj: Trajectory) -> str:
     return kind or "wrong_answer"
 
 
+def _guessed(traj: Trajectory) -> bool:
+    """Whether the environment says the accepted answer came from no result (``EnvSpec.grounded``
+    returned False). Like ``_wrong_answer``, grading never fails on it."""
+    if traj.env.startswith(MCP_PREFIX):
+        return False
+    try:
+        hook = env_spec(traj.env).grounded
+        return hook is not None and hook(traj) is False
+    except Exception:  # noqa: BLE001 - a missing plugin or a broken hook: not marked
+        return False
+
+
 def _failed_role(traj: Trajectory, answered: bool) -> str | None:
     """The pipeline role whose turn holds the failure (None without role tags): the last turn when
     the episode ``answered`` wrongly or ran out of turns (it submitted, or was still going), else
@@ -195,7 +211,7 @@ def grade(traj: Trajectory) -> Outcome:
         # A turn marked as a mistake (a self-repair demonstration's wrong entity or template) is
         # trouble even when its call ran cleanly: its result did not answer the question.
         troubled = any(s.errors or s.mistake or any(not r.ok for r in s.results) for s in traj.steps)
-        return Outcome(tier="recovered" if troubled else "success")
+        return Outcome(tier="recovered" if troubled else "success", guessed=_guessed(traj))
     if v.submitted:
         reason = _wrong_answer(traj)
     elif traj.end in ("max_turns", "repeated"):  # what the last turn ran into, else the limit itself

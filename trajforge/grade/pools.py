@@ -1,6 +1,6 @@
 """Quality pools: what each graded episode is good for in training.
 
-- ``positive`` — ``success`` and ``recovered`` episodes: SFT demonstrations (``train sft --tiers
+- ``positive`` — ``success`` and ``recovered`` episodes not marked ``guessed``: SFT demonstrations (``train sft --tiers
   success,recovered``); a recovered one trains with its failed and mistaken turns masked
   (``Trajectory.turn_learns``).
 - ``partial`` — ``failed`` episodes that reached at least one milestone (the right table queried,
@@ -8,7 +8,8 @@
   curriculum draws its GRPO tasks (``train/curriculum.Curriculum(partial=...)``).
 - ``negative`` — every ``failed`` episode (the partial ones too): DPO's rejected, against a correct
   episode of the same task (``train/dpo.build_pairs``).
-- ``excluded`` — ``env_fault`` and ungraded episodes: infrastructure failures are never data.
+- ``excluded`` — ``env_fault``, ``guessed`` (right by luck: no result held the answer) and ungraded
+  episodes: infrastructure failures and lucky guesses are never data.
 
     pools = quality_pools(TrajectoryStore("store/").read())
     print(pools.counts())
@@ -28,7 +29,7 @@ def pools_of(traj: Trajectory) -> tuple[PoolName, ...]:
     """The pools ``traj`` belongs to (a partial episode is a negative too)."""
     tier = traj.outcome.tier if traj.outcome else None
     if tier in ("success", "recovered"):
-        return ("positive",)
+        return ("positive",) if traj.outcome.positive else ("excluded",)
     if tier == "failed":
         reached = bool(traj.verdict and traj.verdict.milestones)
         return ("partial", "negative") if reached else ("negative",)

@@ -206,11 +206,20 @@ class Outcome(BaseModel):
     invalid_args), a tool error kind (sql_error, ...), wrong_answer, max_turns, ..."""
     failed_role: str | None = None
     """Pipeline role whose turn caused the failure, when the trajectory has role tags."""
+    guessed: bool = False
+    """Accepted, but no tool result the agent saw held the answer (the environment's ``grounded``
+    hook said so): a lucky guess. It still counts as completed; it is not a recovery, not a
+    positive for training and not kept by RFT."""
 
     @property
     def correct(self) -> bool:
         """The verifier accepted the episode and no infrastructure fault spoiled it."""
         return self.tier in ("success", "recovered")
+
+    @property
+    def positive(self) -> bool:
+        """Correct and not guessed: an episode worth learning from (``grade.pools``)."""
+        return self.correct and not self.guessed
 
 
 class RewardBreakdown(BaseModel):

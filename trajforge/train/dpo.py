@@ -91,7 +91,7 @@ class DPOResult(BaseModel):
 
 
 def _rank(t: Trajectory) -> tuple:
-    return (bool(t.outcome.correct), t.reward.total if t.reward else 0.0, -len(t.steps))
+    return (bool(t.outcome.positive), t.reward.total if t.reward else 0.0, -len(t.steps))
 
 
 def first_divergence(a: Trajectory, b: Trajectory) -> int | None:
@@ -119,14 +119,15 @@ def build_pairs(trajs: list[Trajectory], mode: str = "episode", max_per_task: in
     pairs: list[Pair] = []
     for task_id, group in sorted(by_task.items()):
         ranked = sorted(group, key=_rank, reverse=True)
-        chosen = [t for t in ranked if t.outcome.correct]
+        # A lucky guess is never chosen; against a grounded success it is a rejected.
+        chosen = [t for t in ranked if t.outcome.positive]
         made = 0
         for c in chosen:
             for r in reversed(ranked):  # worst first
                 if made >= max_per_task:
                     break
                 gap = (c.reward.total if c.reward else 0) - (r.reward.total if r.reward else 0)
-                if r is c or (r.outcome.correct and gap < min_reward_gap):
+                if r is c or (r.outcome.positive and gap < min_reward_gap):
                     continue
                 turn = first_divergence(c, r) if mode == "turn" else None
                 if mode == "turn" and turn is None:
@@ -150,10 +151,10 @@ def on_policy_pool(samples: list[Trajectory], fallback: list[Trajectory]) -> lis
     than the decision that made the difference (measured: DPO on such pairs cost 10 points of
     held-out completion). Pairs between the policy's own success and failure differ where the
     outcome was decided; the expert only fills in tasks the policy never solved."""
-    solved = {t.task_id for t in samples if t.outcome is not None and t.outcome.correct}
+    solved = {t.task_id for t in samples if t.outcome is not None and t.outcome.positive}
     asked = {t.task_id for t in samples}
     return samples + [t for t in fallback if t.task_id in asked and t.task_id not in solved
-                      and t.outcome is not None and t.outcome.correct]
+                      and t.outcome is not None and t.outcome.positive]
 
 
 def render_pair(pair: Pair, tokenizer, builder: SequenceBuilder | None = None) -> tuple[Sample, Sample]:

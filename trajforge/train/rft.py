@@ -131,13 +131,14 @@ def completion_tokens(traj: Trajectory) -> int:
 
 def keep_verified(trajs: Iterable[Trajectory], per_task: int,
                   seen: set[tuple] | None = None) -> list[Trajectory]:
-    """The verified attempts worth training on: ``success``/``recovered`` only, per task distinct
+    """The verified attempts worth training on: ``success``/``recovered`` only and not
+    ``guessed`` (a right answer no result held teaches guessing), per task distinct
     by call sequence (and distinct from ``seen``: ``(task_id, signature)`` pairs kept in earlier
     rounds, updated in place), fewest turns then fewest tokens first, at most ``per_task``."""
     seen = set() if seen is None else seen
     by_task: dict[str, list[Trajectory]] = {}
     for t in trajs:
-        if t.outcome is not None and t.outcome.tier in KEPT_TIERS:
+        if t.outcome is not None and t.outcome.tier in KEPT_TIERS and not t.outcome.guessed:
             by_task.setdefault(t.task_id, []).append(t)
     kept = []
     for task_id in sorted(by_task):

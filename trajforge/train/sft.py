@@ -114,11 +114,14 @@ class SFTResult(BaseModel):
 
 
 def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], dict[str, int]]:
-    """Demonstrations: graded trajectories of the configured tiers; the rest counted by reason."""
+    """Demonstrations: graded trajectories of the configured tiers, lucky guesses
+    (``Outcome.guessed``) left out; the rest counted by reason."""
     keep, skipped = [], {}
     for t in trajs:
         tier = t.outcome.tier if t.outcome else "ungraded"
-        if tier in cfg.tiers:
+        if tier in cfg.tiers and t.outcome.guessed:
+            skipped["guessed"] = skipped.get("guessed", 0) + 1  # right by luck: teaches guessing
+        elif tier in cfg.tiers:
             keep.append(t)
         else:
             skipped[f"tier:{tier}"] = skipped.get(f"tier:{tier}", 0) + 1

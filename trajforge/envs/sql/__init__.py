@@ -12,7 +12,7 @@ from trajforge._compat import ENV_MODULE_NAMES, moved_names
 from trajforge.envs.registry import EnvSpec
 from trajforge.envs.sql.mistakes import sql_mistakes
 from trajforge.envs.sql.rephrasings import rephrase
-from trajforge.envs.sql.failures import wrong_answer_kind
+from trajforge.envs.sql.failures import answer_grounded, wrong_answer_kind
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.execution import SqlExecEnv
 from trajforge.envs.sql.tasks import exec_generator, generate_sql_exec_tasks, generate_sql_tasks, generator, reasoning_for
@@ -21,7 +21,7 @@ from trajforge.envs.sql.tiering import plan_tier
 SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, world_generator=lambda w: generator(0, w),
                tier=plan_tier, reasoning=reasoning_for,
                summary="questions about a seeded retail SQLite database (or your own file)",
-               wrong_answer=wrong_answer_kind,
+               wrong_answer=wrong_answer_kind, grounded=answer_grounded,
                mistakes=sql_mistakes, rephrase=rephrase)
 EXEC_SPEC = EnvSpec(name="sql-exec", env=SqlExecEnv, generate=generate_sql_exec_tasks,
                     world_generator=lambda w: exec_generator(0, w), tier=plan_tier,

@@ -9,6 +9,10 @@ In order, the first that holds:
 - ``logic_break``: some result held the expected answer (the ``found_answer`` milestone) and a
   different one was submitted;
 - ``retrieval_miss``: queries ran but the answer was never in any result.
+
+``answer_grounded`` (the ``grounded`` hook) asks the same of an accepted answer: whether some
+result held it, or it was a lucky guess (``6`` submitted after an error, with no query that
+returned it).
 """
 
 from __future__ import annotations
@@ -32,3 +36,8 @@ def wrong_answer_kind(traj: Trajectory) -> str | None:
             cells == [["0"]] and answer is not None and answers_match(answer, 0))):
         return "empty_result_submitted"
     return "logic_break" if "found_answer" in milestones(traj) else "retrieval_miss"
+
+
+def answer_grounded(traj: Trajectory) -> bool:
+    """Whether a shown result held the expected answer (the ``found_answer`` milestone)."""
+    return "found_answer" in milestones(traj)
