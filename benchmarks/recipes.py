@@ -30,12 +30,18 @@ demo's harness:
   kept per task, a fresh adapter on expert + kept with the demo's recipe); ``--rft-from
   repair`` samples with the ``repair`` adapter instead (its recovered attempts are kept, their
   failed turns masked); ``--rft-warm`` fine-tunes the starting adapter on kept + as many expert
-  episodes instead.
+  episodes instead; ``--rft-mistakes M`` adds M attempts per task that start from a planted
+  mistake (``MistakeFirstPolicy``) and keeps their grounded recoveries (``--rft-attempts 0``:
+  only those).
 
 Per recipe: held-out completion with its 95% Wilson interval, the change against ``sft`` with
 the exact McNemar p over the same tasks (fixed / broke counts), the recovery rate (accepted ÷
 episodes with a problem turn, with n), the first-error rate, wall time and tokens trained (and
-sampled, for RFT); ``--eval-test`` adds test-split completion, ``--forgetting`` the mean NLL of
+sampled, for RFT); ``--probe`` adds recovery after a planted mistake: every held-out task once
+more, greedy, starting from its first planned mistake (the expert's turns up to it, the mistake
+executed for real), then the adapter; recovered ÷ episodes, paired against ``sft`` — a recovery
+figure with n in the hundreds where natural errors are too few to count (lucky guesses, graded
+``guessed``, never count as recovered); ``--eval-test`` adds test-split completion, ``--forgetting`` the mean NLL of
 the base model's answers to held-out general prompts. Everything goes to OUT/recipes.json. A
 recipe whose adapter is already in OUT is not retrained (delete its folder to redo it).
 """
@@ -74,6 +80,10 @@ def main() -> None:
     ap.add_argument("--rft-warm", action="store_true",
                     help="RFT goes on from the starting adapter on kept + as many expert episodes "
                          "(RFTConfig.warm_start) instead of a fresh adapter on expert + kept")
+    ap.add_argument("--rft-mistakes", type=int, default=0,
+                    help="RFT attempts per task that start from a planted mistake (RFTConfig.mistake_attempts)")
+    ap.add_argument("--probe", action="store_true",
+                    help="also measure recovery after a planted mistake on every held-out task")
     ap.add_argument("--replay-share", type=float, default=None,
                     help="self-distilled replay share of every recipe but defaults (default: the library's, "
                          "0.3; the demo runs 0)")
@@ -170,14 +180,14 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
 
         pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
         cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=args.rft_rounds, attempts=args.rft_attempts,
-                        warm_start=args.rft_warm)
+                        mistake_attempts=args.rft_mistakes, warm_start=args.rft_warm)
         res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / args.rft_from))
         done = res.rounds[1:]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
                 "attempts": sum(r.sampled for r in done), "verified": sum(r.verified for r in done),
                 "kept": sum(r.kept for r in done), "solved_tasks": [r.solved_tasks for r in done],
                 "sample_s": round(sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
-                "rounds": len(done)}
+                "mistake_attempts": args.rft_mistakes, "rounds": len(done)}
     info["train_s"] = round(time.perf_counter() - t0, 1)
     data = json.loads(meta.read_text())
     data["bench"] = info
@@ -224,19 +234,13 @@ def repair_episodes(out: Path, train) -> list:
 
 def evaluate_recipe(recipe: str, adapter: Path, out: Path, args, split, solved) -> dict:
     """Held-out (and test) figures of one adapter; paired against ``sft`` when it ran."""
-    from trajforge.eval.run import collect
     from trajforge.grade.metrics import evaluate, paired_p
-    from trajforge.harness import HarnessConfig
     from trajforge.policies import make_policy
-    from trajforge.store import TrajectoryStore
 
-    harness = HarnessConfig(max_consecutive_errors=2)  # the demo's harness
     info: dict = {}
     for name in ("heldout", "test") if args.eval_test else ("heldout",):
-        store = out / f"eval-{recipe}-{name}"
-        collect(split[name], make_policy(f"hf:{args.model}@{adapter}", name=recipe, batch_size=48), store,
-                harness=harness, show_progress=False)
-        trajs = [t for t in TrajectoryStore(store).read() if t.policy == recipe]
+        trajs = greedy_episodes(make_policy(f"hf:{args.model}@{adapter}", name=recipe, batch_size=48),
+                                split[name], out / f"eval-{recipe}-{name}")
         m = evaluate(trajs)
         key = "" if name == "heldout" else "test_"
         info[f"{key}completion"], info[f"{key}ci95"] = m["completion"], m["completion_ci95"]
@@ -244,11 +248,55 @@ def evaluate_recipe(recipe: str, adapter: Path, out: Path, args, split, solved) 
             continue
         info.update(recovery_rate=m["recovery_rate"], recovery_k=m["recovery"]["k"], recovery_n=m["recovery"]["n"],
                     first_error_rate=round(m["first_error_rate"], 4), validity=round(m["validity"], 4), n=m["n"])
+        info["guessed"] = m["guessed"]
         solved[recipe] = {t.task_id for t in trajs if t.outcome and t.outcome.correct}
         info["by_template"] = by_template(split[name], solved[recipe])
         if recipe != "sft" and "sft" in solved:
             fixed, broke = len(solved[recipe] - solved["sft"]), len(solved["sft"] - solved[recipe])
             info.update(fixed=fixed, broke=broke, paired_p=round(paired_p(fixed, broke), 4))
+    if args.probe:
+        info.update(probe(recipe, adapter, out, args, split, solved))
+    return info
+
+
+def greedy_episodes(policy, tasks, store: Path) -> list:
+    """``policy``'s graded episodes on ``tasks`` in the demo's harness (collected into ``store``
+    unless there already; graded again on reading, so stores from before a grading change count
+    by today's rules)."""
+    from trajforge.eval.run import collect
+    from trajforge.grade import graded
+    from trajforge.harness import HarnessConfig
+    from trajforge.store import TrajectoryStore
+
+    collect(tasks, policy, store, harness=HarnessConfig(max_consecutive_errors=2), show_progress=False)
+    return [graded(t) for t in TrajectoryStore(store).read() if t.policy == policy.name]
+
+
+def probe(recipe: str, adapter: Path, out: Path, args, split, solved) -> dict:
+    """Recovery after a planted mistake: each held-out task's first planned mistake (``Planner``
+    over the held-out pool), then the adapter greedily; paired against ``sft``'s recoveries."""
+    from trajforge.grade.metrics import paired_p, summarize
+    from trajforge.policies import make_policy
+    from trajforge.policies.repair import MistakeFirstPolicy
+    from trajforge.tasks.repair import Planner
+
+    model = make_policy(f"hf:{args.model}@{adapter}", name=recipe, batch_size=48)
+    trajs = greedy_episodes(MistakeFirstPolicy(model, Planner(split["heldout"])), split["heldout"],
+                            out / f"probe-{recipe}-heldout")
+    planted = [t for t in trajs if any(s.mistake for s in t.steps)]
+    m = summarize(planted)
+    key = f"probe:{recipe}"
+    solved[key] = {t.task_id for t in planted if t.outcome and t.outcome.positive}
+    kinds: dict[str, list[int]] = {}
+    for t in planted:
+        row = kinds.setdefault(next(s.mistake for s in t.steps if s.mistake), [0, 0])
+        row[0] += t.task_id in solved[key]
+        row[1] += 1
+    info = {"probe_k": len(solved[key]), "probe_n": len(planted), "probe_ci95": m["recovery"]["ci95"],
+            "probe_guessed": m["guessed"], "probe_by_kind": kinds}
+    if recipe != "sft" and "probe:sft" in solved:
+        fixed, broke = len(solved[key] - solved["probe:sft"]), len(solved["probe:sft"] - solved[key])
+        info.update(probe_fixed=fixed, probe_broke=broke, probe_p=round(paired_p(fixed, broke), 4))
     return info
 
 
@@ -266,7 +314,7 @@ def by_template(tasks, solved: set[str]) -> dict[str, list[int]]:
 def table(results: dict, n_heldout: int) -> Table:
     t = Table(title=f"recipes on {n_heldout} held-out SQL tasks (greedy, the demo's harness)")
     for col in ("recipe", "held-out [95% CI]", "vs sft (fixed/broke, p)", "recovery (k/n)", "first error",
-                "test", "train s", "tokens trained"):
+                "test", "planted-mistake recovery", "train s", "tokens trained"):
         t.add_column(col)
     for name, r in results.items():
         if "completion" not in r:
@@ -275,7 +323,10 @@ def table(results: dict, n_heldout: int) -> Table:
             if "paired_p" in r else "—"
         t.add_row(name, f"{r['completion']:.3f} {r['ci95']}", vs,
                   f"{r['recovery_rate']:.2f} ({r['recovery_k']}/{r['recovery_n']})", f"{r['first_error_rate']:.3f}",
-                  f"{r['test_completion']:.3f}" if "test_completion" in r else "—", str(r.get("train_s", "")),
+                  f"{r['test_completion']:.3f}" if "test_completion" in r else "—",
+                  f"{r['probe_k']}/{r['probe_n']}" + (f" ({r['probe_fixed']}/{r['probe_broke']}, p={r['probe_p']})"
+                                                      if "probe_p" in r else "") if "probe_n" in r else "—",
+                  str(r.get("train_s", "")),
                   str(r.get("trained_tokens", "")))
     return t
 

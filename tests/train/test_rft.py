@@ -152,3 +152,55 @@ def test_warm_rounds_go_on_from_the_previous_adapter_on_kept_plus_a_slice_of_exp
                           cfg.model_copy(update={"rounds": 1}), policy_for=failing, progress=False)
     assert none_kept.rounds[1].kept == 0 and none_kept.rounds[1].sft is None
     assert none_kept.rounds[1].adapter_dir == none_kept.rounds[0].adapter_dir
+
+
+class _Fixer:
+    """Stands in for a model after a one-call planted mistake: it writes the reference call the
+    mistake replaced and the rest (the turn index is one ahead of the reference). It records the
+    turns it was asked for."""
+
+    def __init__(self, name="fixer"):
+        from trajforge.policies.expert import ExpertPolicy
+
+        self.expert = ExpertPolicy()
+        self.name, self.dialect, self.batch_size, self.temperature = name, self.expert.dialect, 8, 0.7
+        self.turns: list[int] = []
+
+    def act(self, requests):
+        self.turns += [r.turn for r in requests]
+        return [self.expert.reference_turn(r.task, r.turn - 1) for r in requests]
+
+
+def test_mistake_first_policy_plants_the_mistake_then_hands_the_episode_to_the_model(sql_tasks):
+    from trajforge.policies.repair import MistakeFirstPolicy
+
+    tasks = _train(sql_tasks)[:4]
+    plan = Planner(_train(sql_tasks))
+    fixer = _Fixer()
+    policy = MistakeFirstPolicy(fixer, plan)
+    assert policy.name == "fixer+mistake" and policy.temperature == 0.7 and policy.batch_size == 8
+    trajs = [graded(t) for t in run_episodes(tasks, policy)]
+    for task, traj in zip(tasks, trajs):
+        mistake = plan(task, 0)
+        assert len(mistake.calls) == 1  # what _Fixer's offset assumes
+        assert [s.index for s in traj.steps if s.mistake] == [mistake.at]
+        assert traj.outcome.tier == "recovered" and not traj.outcome.guessed
+    # The model wrote no turn up to and including the mistake, and every turn after it.
+    assert min(fixer.turns) == min(plan(t, 0).at for t in tasks) + 1
+    assert len(fixer.turns) == sum(len(t.steps) - plan(task, 0).at - 1 for task, t in zip(tasks, trajs))
+
+
+def test_rft_keeps_the_policys_own_recoveries_from_planted_mistakes(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    tasks = _train(sql_tasks)[:3]
+    cfg = RFTConfig(rounds=1, attempts=0, mistake_attempts=2, keep_per_task=2, warm_start=True, **TINY)
+    res = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "rft", cfg,
+                    policy_for=lambda adapter, r: _Fixer(f"rft-round{r}"), progress=False)
+    one = res.rounds[1]
+    stored = TrajectoryStore(tmp_path / "rft" / "samples").read()
+    assert {t.policy for t in stored} == {"rft-round1+mistake"} and one.sampled == 6
+    # Two attempts per task play two different mistakes: distinct call sequences, both kept.
+    assert one.kept == 6 and one.trained_on == 6 + 4  # expert_mix 1.0, but only 4 expert episodes
+    assert all(any(s.mistake for s in t.steps) for t in stored)
+    with pytest.raises(ValueError, match="not both 0"):
+        train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "bad", cfg.model_copy(update={"mistake_attempts": 0}),
+                  policy_for=lambda adapter, r: _Fixer(), progress=False)

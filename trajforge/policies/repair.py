@@ -7,6 +7,10 @@ and training masks them), then the reference from ``at`` on, whose first turn op
 mistake's recovery sentence. The harness executes every turn for real, so the error or the
 surprising result the recovery answers is the environment's own. Plans come from
 ``trajforge.tasks.repair.Planner``; CLI: ``trajforge collect --policy repair``.
+
+``MistakeFirstPolicy(model, plan)`` plays the same script up to and including the mistake, then
+hands the episode to a model: the model's own recovery (RFT keeps the verified ones), or a
+recovery measurement with an error in every episode.
 """
 
 from __future__ import annotations
@@ -65,3 +69,47 @@ def broken_text(dialect: Dialect, why: str, call: ToolCall, toolset: Toolset) ->
         if parsed.errors and not parsed.calls:
             return text
     return full[: len(why) + body // 3]
+
+
+class MistakeFirstPolicy:
+    """A model put where a mistake has just happened: the expert's reference up to the planned
+    mistake, the mistaken turns (marked, executed for real), then ``model`` plays every turn after.
+
+    What the model does next is its own recovery, or not: sampled at T > 0 it gives RFT
+    recoveries in the model's own words to keep (``RFTConfig.mistake_attempts``); greedy on
+    held-out tasks it measures recovery with as many errors as there are tasks
+    (``benchmarks/recipes.py --probe``), where a model that rarely errs leaves too few to count.
+    Tasks the plan gives no mistake for (``plan(task, sample)`` is None) are the model's from the
+    first turn. The name is the model's with ``+mistake`` (resume keys keep the two apart)."""
+
+    def __init__(self, model, plan: Callable[[Task, int], Mistake | None], name: str | None = None):
+        self.model = model
+        self.plan = plan
+        self.repair = RepairPolicy(plan, model.dialect)
+        self.name = name or f"{model.name}+mistake"
+        self.dialect = model.dialect
+        self.batch_size = model.batch_size
+        # The model's sampling settings are this policy's (the store's resume key reads them).
+        for attr in ("temperature", "top_p", "max_new_tokens", "seed"):
+            if hasattr(model, attr):
+                setattr(self, attr, getattr(model, attr))
+
+    def scripted(self, req: TurnRequest) -> Mistake | None:
+        """The request's mistake when its turn is still the script's (the reference before the
+        mistake, or the mistake itself), else None: the model's turn."""
+        mistake = self.plan(req.task, req.sample)
+        return mistake if mistake is not None and req.turn < mistake.at + max(1, len(mistake.calls)) else None
+
+    def act(self, requests: list[TurnRequest]) -> list[Generation]:
+        out: list[Generation | None] = [None] * len(requests)
+        handed = []
+        for i, req in enumerate(requests):
+            mistake = self.scripted(req)
+            if mistake is None:
+                handed.append(i)
+            else:
+                out[i] = self.repair.turn(req, mistake)
+        if handed:
+            for i, gen in zip(handed, self.model.act([requests[i] for i in handed])):
+                out[i] = gen
+        return out

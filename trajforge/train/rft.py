@@ -12,7 +12,11 @@ trained here on the expert store. Each round r = 1..N then
    keeps what was collected);
 2. keeps the verified ones, ``success`` and ``recovered`` only (``env_fault`` is never data),
    per task deduplicated by their tool-call sequence, fewest turns first (then fewest completion
-   tokens), at most ``keep_per_task``;
+   tokens), at most ``keep_per_task``; lucky guesses (``Outcome.guessed``) never;
+   with ``mistake_attempts``, as many more attempts per task start from a planned mistake
+   (``MistakeFirstPolicy``: the expert's reference up to a realistic mistake, executed for real,
+   then the policy): their verified recoveries are kept apart (up to ``keep_per_task`` more),
+   the mistaken turns masked, so the policy learns recoveries written in its own words;
 3. trains a fresh adapter from the base on the expert demonstrations plus everything kept so far.
    ReST-EM (Singh et al., 2023) retrains from the base each round; fine-tuning the previous
    adapter again would compound its overfitting on the tasks it already solves.
@@ -63,7 +67,12 @@ class RFTConfig(SFTConfig):
     rounds: int = 2
     """Sample → keep → retrain rounds after the starting policy."""
     attempts: int = 4
-    """Episodes sampled per training task per round (K)."""
+    """Episodes sampled per training task per round (K); 0 with ``mistake_attempts`` samples
+    only from planted mistakes."""
+    mistake_attempts: int = 0
+    """Episodes per task per round that start from a planned mistake (``tasks.repair.Planner``:
+    attempt k plays the task's k-th mistake) and continue with the policy; their verified,
+    grounded recoveries are kept beside the plain attempts' keeps."""
     temperature: float = 0.7
     """Sampling temperature of the attempts."""
     keep_per_task: int = 2
@@ -120,9 +129,12 @@ class RFTResult(BaseModel):
 
 
 def call_signature(traj: Trajectory) -> tuple:
-    """What an attempt did: its tool calls in order, arguments in a canonical form."""
-    return tuple((c.name, json.dumps(c.arguments, sort_keys=True, default=str))
-                 for s in traj.steps for c in s.calls)
+    """What an attempt did: its tool calls in order, arguments in a canonical form, and the turns
+    whose call could not be read (by their error), so that recoveries from a cut-off call and from
+    a call to a tool that does not exist are two attempts, not one."""
+    return tuple(sig for s in traj.steps
+                 for sig in ([("!", e.kind) for e in s.errors]
+                             + [(c.name, json.dumps(c.arguments, sort_keys=True, default=str)) for c in s.calls]))
 
 
 def completion_tokens(traj: Trajectory) -> int:
@@ -171,6 +183,23 @@ def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts
             shard.append(graded(traj))
 
         run_episodes(tasks, policy, harness, samples=attempts, on_done=done, skip=skip)
+
+
+def sample_round(tasks: list[Task], policy: Policy, store_dir: Path, cfg: RFTConfig, harness) -> list[str]:
+    """A round's attempts: ``cfg.attempts`` plain ones per task and ``cfg.mistake_attempts`` that
+    start from a planned mistake; the names of the policies that sampled them."""
+    from trajforge.policies.repair import MistakeFirstPolicy
+    from trajforge.tasks.repair import Planner
+
+    names = []
+    if cfg.attempts:
+        sample_attempts(tasks, policy, store_dir, cfg.attempts, harness)
+        names.append(policy.name)
+    if cfg.mistake_attempts:
+        planted = MistakeFirstPolicy(policy, Planner(tasks))
+        sample_attempts(tasks, planted, store_dir, cfg.mistake_attempts, harness)
+        names.append(planted.name)
+    return names
 
 
 PolicyFor = Callable[[str, int], Policy]
@@ -272,8 +301,10 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
     from trajforge.store import TrajectoryStore
 
     cfg = cfg or RFTConfig()
-    if cfg.rounds < 1 or cfg.attempts < 1 or cfg.keep_per_task < 1:
-        raise ValueError("rounds, attempts and keep_per_task must be at least 1")
+    if cfg.rounds < 1 or cfg.keep_per_task < 1 or cfg.attempts < 0 or cfg.mistake_attempts < 0 \
+            or cfg.attempts + cfg.mistake_attempts < 1:
+        raise ValueError("rounds and keep_per_task must be at least 1, attempts and mistake_attempts "
+                         "0 or more and not both 0")
     if cfg.expert_mix < 0:
         raise ValueError(f"expert_mix must be 0 or more, not {cfg.expert_mix}")
     if not tasks:
@@ -301,14 +332,17 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
             break
         began = time.perf_counter()
         policy = policy_for(rounds[-1].adapter_dir, r)
-        name, store = policy.name, out / "samples"
-        sample_attempts(tasks, policy, store, cfg.attempts, harness)
+        store = out / "samples"
+        names = sample_round(tasks, policy, store, cfg, harness)
         del policy
         gc.collect()  # the sampling model goes before the next one is loaded for training
-        # The store's episodes of this round's policy: the ones just sampled and, on a rerun, those
-        # an earlier run of the same round collected.
-        attempts = [t for t in TrajectoryStore(store).read() if t.policy == name]
-        new = keep_verified(attempts, cfg.keep_per_task, seen)
+        # The store's episodes of this round's policies: the ones just sampled and, on a rerun,
+        # those an earlier run of the same round collected; plain and mistake-first kept apart
+        # (a recovery has more turns, and would never rank among a task's shortest successes).
+        stored = TrajectoryStore(store).read()
+        attempts = [t for t in stored if t.policy in names]
+        new = [kept_t for name in names
+               for kept_t in keep_verified([t for t in stored if t.policy == name], cfg.keep_per_task, seen)]
         kept += new
         verified = [t for t in attempts if t.outcome is not None and t.outcome.tier in KEPT_TIERS]
         info = RoundResult(round=r, adapter_dir=str(out / f"round-{r}"), sampled=len(attempts),
@@ -346,8 +380,8 @@ def _finish(out: Path, result: RFTResult, cfg: RFTConfig) -> None:
     meta_path = out / ADAPTER_META
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta["recipe"] = "rft"
-    meta["rft"] = {"config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "temperature", "keep_per_task",
-                                                             "warm_start", "expert_mix")},
+    meta["rft"] = {"config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "mistake_attempts", "temperature",
+                                                             "keep_per_task", "warm_start", "expert_mix")},
                    "stopped": result.stopped,
                    "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0}
                               for r in result.rounds]}
