@@ -262,6 +262,16 @@ def test_recovery_never_and_recovered_share(tmp_path):
     assert w.status == "warning" and w.evidence["recovered"] == w.evidence["solved"] == 12
 
 
+def test_guessed_answers_are_named_and_are_not_recoveries(tmp_path):
+    """Every answer submitted at once, right by construction, no query run: guesses."""
+    def guess(req: TurnRequest) -> str:
+        return WRONG.replace("not the answer", str(req.task.expected))
+
+    store(tmp_path, "s", episodes(HELD, ScriptedPolicy(guess, name="tuned")))
+    (w,) = fired(tmp_path, "recovery")
+    assert w.evidence == {"guessed": 12, "solved": 12, "share_at": dr.GUESSED_SHARE} and "guesses" in w.title
+
+
 def test_recovery_control(tmp_path, expert_held):
     store(tmp_path, "s", expert_held)
     assert not fired(tmp_path, "recovery") and checked_ok(tmp_path, "recovery")

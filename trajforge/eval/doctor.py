@@ -58,6 +58,8 @@ RECOVERY_MIN = 0.20
 """Under 20% of the episodes that met an error recovered: the model does not repair."""
 RECOVERED_SHARE = 0.30
 """30%+ of the solved episodes needed a recovery: first attempts are often wrong."""
+GUESSED_SHARE = 0.05
+"""5%+ of the accepted answers were guesses (``Outcome.guessed``): completion is partly luck."""
 MIN_EPISODES = 10
 """Rates are judged on at least this many episodes (or turns, or errored episodes)."""
 LR_TINY = 1e-6
@@ -482,7 +484,17 @@ def rule_recovery(facts: Facts) -> Result:
     if len(errored) < MIN_EPISODES and len(solved) < MIN_EPISODES:
         return f"fewer than {MIN_EPISODES} errored or solved episodes"
     out = []
-    recovered = sum(1 for t in errored if _solved(t))
+    # A right answer submitted after an error with no result holding it is luck, not repair.
+    recovered = sum(1 for t in errored if t.outcome and t.outcome.positive)
+    guessed = [t for t in solved if t.outcome.guessed]
+    if len(guessed) >= max(2, GUESSED_SHARE * len(solved)):
+        out.append(Finding(rule="recovery", status="warning", source=facts.subject,
+                           title=f"{len(guessed)} of {len(solved)} accepted answers were guesses",
+                           evidence={"guessed": len(guessed), "solved": len(solved), "share_at": GUESSED_SHARE},
+                           cause="the model submits values no tool result held: completion overstates what it "
+                                 "can do (these episodes are never recoveries nor training data)",
+                           next_step="look at them (trajforge view) for the question kinds it guesses on; train on "
+                                     "grounded episodes of those kinds (more tasks, RFT on them)"))
     if len(errored) >= MIN_EPISODES and recovered / len(errored) < RECOVERY_MIN:
         out.append(Finding(rule="recovery", status="problem", source=facts.subject,
                            title=f"{recovered} of {len(errored)} episodes that met an error recovered",
