@@ -65,3 +65,19 @@ def test_environments_that_cannot_tell_never_mark_a_guess_and_a_broken_hook_does
             assert grade(t.model_copy(update={"env": name})).guessed is (name == "says-guess")
         finally:
             unregister(name)
+
+
+def test_guesses_can_be_selected_in_filters_and_queried(tmp_path):
+    from trajforge.store import TrajectoryStore
+    from trajforge.store.filters import filter_trajectories
+    from trajforge.store.query import connect
+
+    guess = episode(SQL_TASK, [call("submit_answer", answer="7")])
+    earned = episode(SQL_TASK, [SEVEN, call("submit_answer", answer="7")])
+    assert filter_trajectories([guess, earned], "guessed=true") == [guess]
+    assert filter_trajectories([guess, earned], "guessed!=true") == [earned]
+    store = TrajectoryStore(tmp_path / "s")
+    for t in (guess, earned):
+        store.append(t)
+    rows = connect(tmp_path / "s").execute("SELECT guessed, correct FROM episodes ORDER BY guessed").fetchall()
+    assert rows == [(False, True), (True, True)]

@@ -32,7 +32,7 @@ def export(store: Path = typer.Argument(..., help="store directory"),
            format: str = typer.Option(..., help="openai | sharegpt | hf"),
            out: Path = typer.Option(..., help="file (openai; hf if it ends in .parquet) or folder"),
            where: list[str] = typer.Option([], help="only trajectories with field=value[,value] (or field!=...); "
-                                           "fields: fail_reason, outcome_tier, tier, env, split, policy, task_id; "
+                                           "fields: fail_reason, outcome_tier, guessed, tier, env, split, policy, task_id; "
                                            "repeat to require several")) -> None:
     """Export a store's trajectories to OpenAI JSONL, ShareGPT (LLaMA-Factory) or a HF dataset."""
     from trajforge.store import TrajectoryStore

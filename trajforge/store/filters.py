@@ -12,6 +12,7 @@ graded). Fields are the ``trajforge query`` episodes view's columns of the same 
 
 - ``fail_reason``: ``trajforge.grade.outcome.FAIL_REASONS`` (``no_such_column``, ``retrieval_miss``...)
 - ``outcome_tier``: success, recovered, failed, env_fault
+- ``guessed``: true (accepted, but no result held the answer: ``Outcome.guessed``) or false
 - ``tier``: the task's tier (easy, medium, hard); ``env``, ``split``, ``policy``, ``task_id``
 
 A value the trajectories never hold is not an error here (a filter may rightly select nothing);
@@ -30,6 +31,7 @@ from trajforge.schema import Trajectory
 FIELDS: dict[str, Callable[[Trajectory], str | None]] = {
     "fail_reason": lambda t: t.outcome.fail_reason if t.outcome else None,
     "outcome_tier": lambda t: t.outcome.tier if t.outcome else None,
+    "guessed": lambda t: str(t.outcome.guessed).lower() if t.outcome else None,
     "tier": lambda t: t.tier,
     "env": lambda t: t.env,
     "split": lambda t: t.split,

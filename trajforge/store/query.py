@@ -34,7 +34,7 @@ _COLUMNS: dict[str, str] = {
     "task_id": "VARCHAR", "sample": "BIGINT", "policy": "VARCHAR", "env": "VARCHAR",
     "tier": "VARCHAR", "split": "VARCHAR", "dialect": "VARCHAR", "toolset_fingerprint": "VARCHAR",
     "end": "VARCHAR", "wall_s": "DOUBLE", "executed": "BOOLEAN",
-    "outcome": "STRUCT(tier VARCHAR, fail_reason VARCHAR)",
+    "outcome": "STRUCT(tier VARCHAR, fail_reason VARCHAR, guessed BOOLEAN)",
     "reward": "STRUCT(completion DOUBLE, step DOUBLE, efficiency DOUBLE, violation DOUBLE, total DOUBLE)",
     "steps": f"{_STEP}[]",
 }
@@ -45,6 +45,7 @@ CREATE VIEW episodes AS SELECT
     coalesce(len(steps), 0) AS turns,
     outcome.tier AS outcome_tier, outcome.fail_reason AS fail_reason,
     outcome.tier IN ('success', 'recovered') AS correct,
+    coalesce(outcome.guessed, false) AS guessed,
     reward.total AS reward_total, reward.completion AS reward_completion, reward.step AS reward_step,
     reward.efficiency AS reward_efficiency, reward.violation AS reward_violation,
     coalesce(list_sum([len(s.errors) for s in steps]), 0) AS n_errors,
