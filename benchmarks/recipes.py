@@ -37,12 +37,12 @@ demo's harness:
 Per recipe: held-out completion with its 95% Wilson interval, the change against ``sft`` with
 the exact McNemar p over the same tasks (fixed / broke counts), the recovery rate (accepted ÷
 episodes with a problem turn, with n), the first-error rate, wall time and tokens trained (and
-sampled, for RFT); ``--probe`` adds recovery after a planted mistake: every held-out task once
+sampled, for RFT). ``--probe`` adds recovery after a planted mistake: every held-out task once
 more, greedy, starting from its first planned mistake (the expert's turns up to it, the mistake
-executed for real), then the adapter; recovered ÷ episodes, paired against ``sft`` — a recovery
+executed for real), then the adapter; recovered ÷ episodes, paired against ``sft``: a recovery
 figure with n in the hundreds where natural errors are too few to count (lucky guesses, graded
-``guessed``, never count as recovered); ``--eval-test`` adds test-split completion, ``--forgetting`` the mean NLL of
-the base model's answers to held-out general prompts. Everything goes to OUT/recipes.json. A
+``guessed``, never count as recovered). ``--eval-test`` adds test-split completion,
+``--forgetting`` the mean NLL of the base model's answers to held-out general prompts. Everything goes to OUT/recipes.json. A
 recipe whose adapter is already in OUT is not retrained (delete its folder to redo it).
 """
 

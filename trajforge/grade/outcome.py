@@ -3,13 +3,13 @@
 - ``success``: the verifier accepted the answer and nothing went wrong on the way.
 - ``recovered``: accepted, but a format error, a tool error or a marked mistake
   (``Step.mistake``: a self-repair demonstration's) happened first.
+- ``failed``: with a ``fail_reason`` (below).
+- ``env_fault``: the infrastructure failed (a declared ``InfraError``, a timeout of ours, a server
+  error); such episodes are retried and never used as negatives.
 
 An accepted episode is also marked ``guessed`` when its environment can tell that no result the
 agent saw held the answer (``EnvSpec.grounded``; SQL: the ``found_answer`` milestone): a correct
 ``6`` submitted straight after an error is luck, not recovery.
-- ``failed``: with a ``fail_reason`` (below).
-- ``env_fault``: the infrastructure failed (a declared ``InfraError``, a timeout of ours, a server
-  error); such episodes are retried and never used as negatives.
 
 An episode the harness ended on an exception while handling the model's turn (``end`` is
 ``harness_error``) is ``failed`` with that reason: what the model wrote is never infrastructure

@@ -89,10 +89,13 @@ class MistakeFirstPolicy:
         self.name = name or f"{model.name}+mistake"
         self.dialect = model.dialect
         self.batch_size = model.batch_size
-        # The model's sampling settings are this policy's (the store's resume key reads them).
-        for attr in ("temperature", "top_p", "max_new_tokens", "seed"):
-            if hasattr(model, attr):
-                setattr(self, attr, getattr(model, attr))
+
+    @property
+    def sampling(self):
+        """The model's sampling settings (part of the store's resume key)."""
+        from trajforge.harness import sampling_of
+
+        return sampling_of(self.model)
 
     def scripted(self, req: TurnRequest) -> Mistake | None:
         """The request's mistake when its turn is still the script's (the reference before the

@@ -339,10 +339,12 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
         # The store's episodes of this round's policies: the ones just sampled and, on a rerun,
         # those an earlier run of the same round collected; plain and mistake-first kept apart
         # (a recovery has more turns, and would never rank among a task's shortest successes).
-        stored = TrajectoryStore(store).read()
-        attempts = [t for t in stored if t.policy in names]
-        new = [kept_t for name in names
-               for kept_t in keep_verified([t for t in stored if t.policy == name], cfg.keep_per_task, seen)]
+        by_policy: dict[str, list[Trajectory]] = {name: [] for name in names}
+        for t in TrajectoryStore(store).read():
+            if t.policy in by_policy:
+                by_policy[t.policy].append(t)
+        attempts = [t for group in by_policy.values() for t in group]
+        new = [t for group in by_policy.values() for t in keep_verified(group, cfg.keep_per_task, seen)]
         kept += new
         verified = [t for t in attempts if t.outcome is not None and t.outcome.tier in KEPT_TIERS]
         info = RoundResult(round=r, adapter_dir=str(out / f"round-{r}"), sampled=len(attempts),
