@@ -178,7 +178,7 @@ def test_mistake_first_policy_plants_the_mistake_then_hands_the_episode_to_the_m
     plan = Planner(_train(sql_tasks))
     fixer = _Fixer()
     policy = MistakeFirstPolicy(fixer, plan)
-    assert policy.name == "fixer+mistake" and policy.sampling.temperature == 0.7 and policy.batch_size == 8
+    assert policy.name == "fixer+mistake" and policy.temperature == 0.7 and policy.batch_size == 8
     trajs = [graded(t) for t in run_episodes(tasks, policy)]
     for task, traj in zip(tasks, trajs):
         mistake = plan(task, 0)

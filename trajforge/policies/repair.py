@@ -71,6 +71,10 @@ def broken_text(dialect: Dialect, why: str, call: ToolCall, toolset: Toolset) ->
     return full[: len(why) + body // 3]
 
 
+SAMPLING_ATTRS = ("sampling", "temperature", "top_p", "max_tokens", "max_new_tokens", "seed")
+"""The attributes ``harness.sampling_of`` reads off a policy."""
+
+
 class MistakeFirstPolicy:
     """A model put where a mistake has just happened: the expert's reference up to the planned
     mistake, the mistaken turns (marked, executed for real), then ``model`` plays every turn after.
@@ -90,12 +94,12 @@ class MistakeFirstPolicy:
         self.dialect = model.dialect
         self.batch_size = model.batch_size
 
-    @property
-    def sampling(self):
-        """The model's sampling settings (part of the store's resume key)."""
-        from trajforge.harness import sampling_of
-
-        return sampling_of(self.model)
+    def __getattr__(self, name: str):
+        """The model's sampling settings are this policy's (``harness.sampling_of`` reads them for
+        the store's resume key); policies may not import the harness, so they are passed through."""
+        if name in SAMPLING_ATTRS:
+            return getattr(self.model, name)
+        raise AttributeError(name)
 
     def scripted(self, req: TurnRequest) -> Mistake | None:
         """The request's mistake when its turn is still the script's (the reference before the
