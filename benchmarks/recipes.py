@@ -12,7 +12,7 @@ demo's harness:
   expert's successes, and the reference every other recipe is compared with;
 - ``repair``: the same recipe on the expert store plus one self-repair episode per train task
   (``RepairPolicy``: a realistic mistake executed for real, then the fix; the mistaken turns
-  masked), ``tiers success,recovered``;
+  masked), ``tiers success,recovered``; ``--repair-epochs 1``: sft's steps over the doubled data;
 - ``retrieval``: the demo's recipe with the 2 most similar other solved training tasks shown in
   each first user message (``--demos 2``); evaluation shows the same from the adapter's pool;
 - ``worlds``: the demo's recipe on expert episodes of the demo's train split plus as many again
@@ -82,6 +82,8 @@ def main() -> None:
                          "(RFTConfig.warm_start) instead of a fresh adapter on expert + kept")
     ap.add_argument("--rft-mistakes", type=int, default=0,
                     help="RFT attempts per task that start from a planted mistake (RFTConfig.mistake_attempts)")
+    ap.add_argument("--repair-epochs", type=float, default=2.0,
+                    help="epochs of the repair recipe (1.0: sft's steps, over expert + repair episodes)")
     ap.add_argument("--probe", action="store_true",
                     help="also measure recovery after a planted mistake on every held-out task")
     ap.add_argument("--replay-share", type=float, default=None,
@@ -172,7 +174,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         info = {"trained_tokens": res.tokens, "steps": res.steps, "lr": res.lr, "effective_batch": res.effective_batch}
     elif recipe == "repair":
         data = expert + repair_episodes(out, split["train"])
-        cfg = recipe_cfg.model_copy(update={"tiers": ["success", "recovered"]})
+        cfg = recipe_cfg.model_copy(update={"tiers": ["success", "recovered"], "epochs": args.repair_epochs})
         res = train_sft(data, args.model, adapter, cfg)
         info = {"trained_tokens": res.tokens, "steps": res.steps, "demonstrations": res.samples}
     else:

@@ -15,7 +15,8 @@ def ok_step(i):
     return Step(index=i, raw="", calls=[CALL], results=[ToolResult(name="run_sql", content="1")])
 
 
-RIGHT = {"submitted": True, "correct": True, "answer": "7", "milestones": ["query_ok", "submitted"]}
+# found_answer: a result held the answer (SQL's grounded hook), else the answer would be a guess
+RIGHT = {"submitted": True, "correct": True, "answer": "7", "milestones": ["query_ok", "found_answer", "submitted"]}
 WRONG = {"submitted": True, "correct": False, "answer": "8", "milestones": ["query_ok", "submitted"]}
 
 
@@ -24,8 +25,8 @@ def test_success_and_reward_components():
     out = grade(t)
     assert out.tier == "success" and out.fail_reason is None
     r = reward(t, out)
-    assert (r.completion, r.step, r.efficiency, r.violation) == (1.0, pytest.approx(0.2), 1.0, 0.0)
-    assert r.total == pytest.approx(0.5 + 0.3 * 0.2 + 0.1)
+    assert (r.completion, r.step, r.efficiency, r.violation) == (1.0, pytest.approx(0.3), 1.0, 0.0)
+    assert r.total == pytest.approx(0.5 + 0.3 * 0.3 + 0.1)
 
 
 def test_recovered_after_error():

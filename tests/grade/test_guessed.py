@@ -81,3 +81,38 @@ def test_guesses_can_be_selected_in_filters_and_queried(tmp_path):
         store.append(t)
     rows = connect(tmp_path / "s").execute("SELECT guessed, correct FROM episodes ORDER BY guessed").fetchall()
     assert rows == [(False, True), (True, True)]
+
+
+def test_a_guess_earns_no_completion_reward_unless_the_config_pays_it(tmp_path):
+    """GRPO ranks a group by the reward total: a paid guess would outrank an honest failed lookup."""
+    from typer.testing import CliRunner
+
+    from trajforge.cli.main import app
+    from trajforge.grade import RewardConfig, graded, reward
+    from trajforge.store import TrajectoryStore
+
+    def run(calls):  # with a reference length, so the efficiency component can pay
+        return graded(episode(SQL_TASK, calls).model_copy(update={"reference_turns": 2}))
+
+    guess = run([call("submit_answer", answer="7")])
+    earned = run([SEVEN, call("submit_answer", answer="7")])
+    missed = run([ERROR, call("submit_answer", answer="8")])
+    assert (guess.reward.completion, guess.reward.efficiency) == (0.0, 0.0)
+    assert earned.reward.completion == 1.0 and earned.reward.efficiency > 0
+    assert earned.reward.total > guess.reward.total and guess.reward.total >= missed.reward.total
+
+    paid = reward(guess, guess.outcome, RewardConfig(guess_credit=1.0))
+    assert paid.completion == 1.0 and paid.total > missed.reward.total + 0.5  # the old pay
+    half = reward(guess, guess.outcome, RewardConfig(guess_credit=0.5))
+    assert half.completion == 0.5 and guess.reward.total < half.total < paid.total
+
+    store = TrajectoryStore(tmp_path / "s")
+    store.append(guess)
+    conf = tmp_path / "rewards.toml"
+    conf.write_text("[rewards]\nguess_credit = 1.0\n")
+    res = CliRunner().invoke(app, ["grade", str(tmp_path / "s"), "--config", str(conf)])
+    assert res.exit_code == 0, res.output
+    assert TrajectoryStore(tmp_path / "s").read()[0].reward.completion == 1.0
+    conf.write_text("[rewards]\nguess_credit = 2.0\n")
+    res = CliRunner().invoke(app, ["grade", str(tmp_path / "s"), "--config", str(conf)])
+    assert res.exit_code == 2 and "--config guess_credit: Input should be less than or equal to 1" in res.output

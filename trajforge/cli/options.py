@@ -76,6 +76,9 @@ class Options:
         return [n for n in names if n not in self.exclude]
 
     def flag(self, name: str) -> str:
+        """How an error names the field: its flag, or for a file-only field its key in ``--config``."""
+        if name in self.file_only:
+            return f"--config {name}"
         return self.flags.get(name, "--" + name.replace("_", "-"))
 
 

@@ -8,6 +8,7 @@
     # rewards.toml                      (RewardConfig; keys ENV, ENV/TIER or */TIER)
     [rewards]
     weights = [0.5, 0.3, 0.1, 0.1]
+    guess_credit = 0.0                  # completion credit of a right but ``guessed`` answer
     [rewards.per.sql]
     weights = [0.6, 0.3, 0.05, 0.05]
     [rewards.per."travel/hard"]
@@ -29,7 +30,8 @@ REWARD_WEIGHTS = typer.Option([], "--reward-weights", help="[KEY=]l1,l2,l3,l4: c
                               "violation weights for KEY (ENV, ENV/TIER or */TIER; none: the default); repeatable")
 MILESTONE_BONUS = typer.Option([], "--milestone-bonus", help="[KEY=]BONUS: step reward per milestone for KEY "
                                "(none: the default); repeatable")
-REWARDS = Options(RewardConfig, only=(), file_only=("weights", "milestone_bonus", "per"))
+REWARDS = Options(RewardConfig, only=(), file_only=("weights", "milestone_bonus", "per",
+                                                           "guess_credit"))
 """The ``[rewards]`` section of ``--config`` (no flags of its own: see ``with_reward_flags``)."""
 
 

@@ -1,10 +1,17 @@
 """Composite reward: R = l1*completion + l2*step + l3*efficiency - l4*violation.
 
-- completion: 1 if the verifier accepted the answer.
+- completion: 1 if the verifier accepted the answer; ``guess_credit`` (0 by default) when the
+  environment marked the accepted answer ``guessed`` (no result the agent saw held it).
 - step: ``milestone_bonus`` per process milestone reached (dense signal for partial progress).
 - efficiency: reference turns / turns used, for accepted answers only (fewer turns is better,
   never above 1).
 - violation: share of turns that contained a malformed or invalid call.
+
+Why a guess earns no completion by default: GRPO and DPO rank a group's episodes by this total,
+and an SQL model that submits a plausible number straight after an error is right often enough
+(small counts) that a paid guess would outrank an honest failed lookup and teach guessing.
+Efficiency goes with completion (a guess's one short turn is not efficient work); milestones and
+violations are scored as for any episode.
 
 Weights per environment or task type (``RewardConfig.per``): an SQL answer is one number and its
 milestones are few, a travel booking has many; one set of λ for both under-rewards one of them.
@@ -55,6 +62,10 @@ class RewardConfig(BaseModel):
     """Step component added per milestone reached."""
     per: dict[str, RewardRule] = Field(default_factory=dict)
     """Rules by ``ENV``, ``ENV/TIER`` or ``*/TIER`` key; the most specific match wins."""
+    guess_credit: float = Field(0.0, ge=0.0, le=1.0)
+    """Completion (and efficiency) credit of an accepted answer graded ``guessed``: 0 pays a lucky
+    guess nothing for being right, 1 pays it as an earned answer (the reward before guesses were
+    told apart)."""
 
     @field_validator("per")
     @classmethod
@@ -81,12 +92,13 @@ class RewardConfig(BaseModel):
 
 
 def reward(traj: Trajectory, outcome: Outcome, cfg: RewardConfig | None = None) -> RewardBreakdown:
-    chosen = (cfg or RewardConfig()).resolve_for(traj)
+    cfg = cfg or RewardConfig()
+    chosen = cfg.resolve_for(traj)
     l1, l2, l3, l4 = chosen.weights
     turns = max(1, len(traj.steps))
-    completion = 1.0 if outcome.correct else 0.0
+    completion = (cfg.guess_credit if outcome.guessed else 1.0) if outcome.correct else 0.0
     step = chosen.milestone_bonus * len(traj.verdict.milestones if traj.verdict else ())
-    efficiency = min(1.0, traj.reference_turns / turns) if outcome.correct and traj.reference_turns else 0.0
+    efficiency = completion * min(1.0, traj.reference_turns / turns) if traj.reference_turns else 0.0
     violation = sum(1 for s in traj.steps if s.errors) / turns
     total = l1 * completion + l2 * step + l3 * efficiency - l4 * violation
     return RewardBreakdown(completion=completion, step=step, efficiency=efficiency,
