@@ -73,3 +73,58 @@ def test_an_adapter_with_demos_runs_episodes_as_usual(adapter, tiny_model, sql_t
     # --demos 0 turns them off for the same adapter.
     (plain,) = run_episodes(heldout[:1], policy, HarnessConfig(max_turns=1, demos=0))
     assert plain.messages[1].content == heldout[0].prompt
+
+
+def test_adapters_trained_on_top_inherit_the_demonstrations(adapter, tiny_model, expert_trajs, sql_tasks,
+                                                            tmp_path, monkeypatch):
+    """SFT, DPO and GRPO on top of an adapter trained with demonstrations train with its block and
+    record its pool, so eval and serve (which read the top adapter's meta) show what was trained."""
+    from trajforge.train import dpo, grpo
+    from trajforge.train.dpo import DPOConfig, train_dpo
+    from trajforge.train.grpo import GRPOConfig, train_grpo
+
+    base, _ = adapter
+    recorded = json.loads((base / "trajforge_adapter.json").read_text())["demos"]
+
+    def inherited(out):
+        meta = json.loads((out / "trajforge_adapter.json").read_text())["demos"]
+        assert (meta["k"], meta["sha256"]) == (recorded["k"], recorded["sha256"])
+        assert meta["source"] == f"inherited from {base.resolve()}"
+        assert (out / "demos.jsonl").read_bytes() == (base / "demos.jsonl").read_bytes()
+        assert HFPolicy(tiny_model, adapter=str(out), dtype="float32").demos["k"] == 2
+
+    res = train_sft(expert_trajs[:4], tiny_model, tmp_path / "sft", SFTConfig(max_steps=1, r=4, replay_share=0.0),
+                    init_adapter=str(base), progress=False)
+    assert res.built == {"rendered": 4}  # the block changed every prompt: none came from stored ids
+    inherited(tmp_path / "sft")
+
+    wrong = [graded(t.model_copy(update={"sample": 1, "verdict": t.verdict.model_copy(
+        update={"correct": False, "answer": "-1"})})) for t in expert_trajs[:2]]
+    texts = []
+    real_render = dpo.render_pair
+
+    def spy(pair, tok, builder=None):
+        chosen, rejected = real_render(pair, tok, builder)
+        texts.extend(tok.decode(s.input_ids) for s in (chosen, rejected))
+        return chosen, rejected
+
+    monkeypatch.setattr(dpo, "render_pair", spy)
+    train_dpo(expert_trajs[:2] + wrong, tiny_model, tmp_path / "dpo", DPOConfig(r=4, max_steps=1, batch_size=2,
+              replay_share=0.0), init_adapter=str(base), progress=False)
+    assert len(texts) == 4 and all(HEAD in t and t.count("Task: ") == 2 for t in texts)
+    inherited(tmp_path / "dpo")
+
+    rollouts = []
+    real_collect = grpo.collect_rollouts
+
+    def spy_collect(*args, **kwargs):
+        trajs = real_collect(*args, **kwargs)
+        rollouts.extend(trajs)
+        return trajs
+
+    monkeypatch.setattr(grpo, "collect_rollouts", spy_collect)
+    train = [t for t in sql_tasks if t.split == "train"][:2]
+    train_grpo(train, tiny_model, tmp_path / "grpo", GRPOConfig(r=4, steps=1, batch_size=1, group_size=2, max_turns=1,
+               max_new_tokens=4, seed=0), init_adapter=str(base), progress=False)
+    assert rollouts and all(t.messages[1].content.startswith(HEAD) for t in rollouts)
+    inherited(tmp_path / "grpo")

@@ -9,14 +9,21 @@ the adapter folder and recorded in its meta by sha256, so the adapter carries wh
 
     pool = sft_demos(data, cfg, out_dir)           # writes out_dir/demos.jsonl
     builder = SequenceBuilder(..., rules=(DemoRule(pool.demos, toolset_of), ...))
+
+An adapter trained on top of one that was trained with them (``train dpo``, ``train grpo``, a
+warm RFT round, ``train sft --init-adapter`` without ``--demos``) inherits them
+(``inherited_demos``): the lower layers of its lineage learnt to read the block, and ``eval`` and
+``serve`` load the top adapter's meta, so it trains and is evaluated with the same block rather
+than silently without it. A new ``--demos K`` on SFT replaces them; training from the base drops them.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from trajforge.harness.demos import DEMO_FILE, DemoPool, Demos
+from trajforge.harness.demos import DEMO_FILE, DemoPool, Demos, load_pool
 from trajforge.schema import Toolset, Trajectory
 
 
@@ -26,6 +33,8 @@ class TrainDemos(NamedTuple):
     demos: Demos
     meta: dict
     """``{"pool": file name in the adapter folder, "sha256", "k", "source"}``."""
+    file: str
+    """A pool file every process can read now (the harness's ``demo_pool`` for rollouts)."""
 
 
 class DemoRule:
@@ -59,4 +68,24 @@ def sft_demos(data: list[Trajectory], k: int, source: str | None, out_dir: str |
     sha = pool.sha256()
     meta = {"pool": DEMO_FILE, "sha256": sha, "k": k, "source": str(source) if source else "training data",
             "tasks": len(pool)}
-    return TrainDemos(Demos(pool, k), meta)
+    return TrainDemos(Demos(pool, k), meta, str(Path(out_dir) / DEMO_FILE))
+
+
+def inherited_demos(init_adapter: str | Path | None, out_dir: str | Path, write: bool = True) -> TrainDemos | None:
+    """The demonstrations ``init_adapter`` was trained with (its meta; the pool checked against the
+    recorded hash), its pool copied into ``out_dir`` (``write``: by this process); None when it
+    recorded none or there is no starting adapter."""
+    from trajforge.policies.hf import ADAPTER_META, read_adapter_meta, trained_demos
+
+    if not init_adapter or not (Path(init_adapter) / ADAPTER_META).is_file():
+        return None
+    recorded = trained_demos(read_adapter_meta(init_adapter), init_adapter)
+    if recorded is None:
+        return None
+    pool = load_pool(recorded["pool"], recorded["sha256"])
+    if write:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(recorded["pool"], Path(out_dir) / DEMO_FILE)
+    meta = {"pool": DEMO_FILE, "sha256": recorded["sha256"], "k": recorded["k"],
+            "source": f"inherited from {Path(init_adapter).resolve()}", "tasks": len(pool)}
+    return TrainDemos(Demos(pool, recorded["k"]), meta, recorded["pool"])

@@ -19,6 +19,7 @@ computed once up front. Library: ``train_dpo(trajs, model, out_dir, DPOConfig())
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections import defaultdict
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
+from trajforge.train.demos import DemoRule, inherited_demos
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import dpo_loss, lm_loss_sum, sequence_logprobs
 from trajforge.train.loop import CallBatches, Runtime, fit
@@ -166,8 +168,7 @@ def render_pair(pair: Pair, tokenizer, builder: SequenceBuilder | None = None) -
     for t in (pair.chosen, pair.rejected):
         parts = builder.build(t, only_turn=pair.turn)
         if len(parts) != 1:
-            parts = SequenceBuilder(tokenizer, None, builder.render_mode, toolset_of=builder.toolset_of,
-                                    learn=builder.learn, stored_ids=False).build(t, only_turn=pair.turn)
+            parts = dataclasses.replace(builder, stored_ids=False, counts={}).build(t, only_turn=pair.turn)
         out.append(parts[0])
     return out[0], out[1]
 
@@ -219,8 +220,11 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
     runtime = Runtime(cfg)
     path = resolve(model)
     net, tok = lora_model(path, cfg, init_adapter, device=str(runtime.device))
-    # A recovered chosen episode's mistaken and failed turns carry no loss (turn_learns), as in SFT.
-    builder = SequenceBuilder(tok, None, toolset_of=toolset_lookup(), learn=turn_learns)
+    # A recovered chosen episode's mistaken and failed turns carry no loss (turn_learns), as in SFT;
+    # on top of an adapter trained with retrieved demonstrations both sides show its block.
+    shown = inherited_demos(init_adapter, out_dir, runtime.is_main)
+    rules = (DemoRule(shown.demos, toolset_lookup()),) if shown else ()
+    builder = SequenceBuilder(tok, None, toolset_of=toolset_lookup(), rules=rules, learn=turn_learns)
     rendered, kept = [], []
     for p in pairs:
         c, r = render_pair(p, tok, builder)
@@ -281,7 +285,7 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
         from trajforge.train.adapter import lineage_ref, save_adapter
 
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
-            "recipe": "dpo", **fingerprint_meta(sides, fingerprints),
+            "recipe": "dpo", **fingerprint_meta(sides, fingerprints), **({"demos": shown.meta} if shown else {}),
             "dialect": pairs[0].chosen.dialect, "base_model": model,
             "init_adapter": lineage_ref(init_adapter),
             "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses", "margins", "accuracy"})})

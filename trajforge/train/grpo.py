@@ -38,6 +38,7 @@ from trajforge.parse import get_dialect
 from trajforge.policies.models import resolve
 from trajforge.schema import Task, Trajectory
 from trajforge.train.curriculum import Curriculum
+from trajforge.train.demos import TrainDemos, inherited_demos
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import group_advantages, policy_gradient_loss, token_logprobs
 from trajforge.train.loop import Runtime, fit
@@ -290,9 +291,10 @@ def drop_solved(tasks: list[Task], measured: list[Trajectory]) -> tuple[list[Tas
 
 
 def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, seed: int,
-                     served: str | None = None) -> list[Trajectory]:
+                     served: str | None = None, shown: TrainDemos | None = None) -> list[Trajectory]:
     """``group_size`` sampled rollouts per task with the current weights, graded: locally, or on
-    the rollout servers as the adapter named ``served``."""
+    the rollout servers as the adapter named ``served``; ``shown``: the retrieved demonstrations
+    every episode shows (inherited from the starting adapter), so the rollouts hold the block."""
     if served is not None:
         from trajforge.policies.openai import OpenAIPolicy
 
@@ -304,7 +306,8 @@ def collect_rollouts(net, tok, model: str, tasks: list[Task], cfg: GRPOConfig, s
         policy = HFPolicy(model, name="grpo-rollout", loaded=(net, tok), temperature=cfg.temperature,
                           seed=seed, max_new_tokens=cfg.max_new_tokens, batch_size=64,
                           dialect=get_dialect(cfg.dialect) if cfg.dialect else None)
-    harness = HarnessConfig(max_turns=cfg.max_turns, max_consecutive_errors=cfg.max_turns)
+    harness = HarnessConfig(max_turns=cfg.max_turns, max_consecutive_errors=cfg.max_turns,
+                            **({"demos": shown.meta["k"], "demo_pool": shown.file} if shown else {}))
     episode = guided(cfg.explore) if cfg.guided else Episode
     trajs = run_episodes(tasks, policy, harness, samples=cfg.group_size, episode=episode)
     return [graded(t, cfg.rewards) for t in trajs]
@@ -345,6 +348,7 @@ class RolloutSteps:
                  runtime: Runtime, init_adapter: str | None):
         self.net, self.tok, self.model, self.tasks, self.cfg = net, tok, model, tasks, cfg
         self.out_dir, self.rt = out_dir, runtime
+        self.shown = inherited_demos(init_adapter, out_dir, runtime.is_main)
         self.rng = random.Random(cfg.seed)
         self.curriculum = (Curriculum(tasks, cfg.promote_at, seed=cfg.seed, start=cfg.curriculum_start,
                                       partial=partial_tasks(cfg.partial_from))
@@ -392,7 +396,8 @@ class RolloutSteps:
             for round_ in range(cfg.grad_accum):
                 mine = self._pick()[rt.rank::rt.world]
                 seed = cfg.seed * 100_003 + rollout_step * 101 + round_ * 7919 + rt.rank
-                trajs += collect_rollouts(self.net, self.tok, self.model, mine, cfg, seed=seed, served=served)
+                trajs += collect_rollouts(self.net, self.tok, self.model, mine, cfg, seed=seed, served=served,
+                                          shown=self.shown)
             self.net.train()
             self.trajs.extend(trajs)
             if self.curriculum:
@@ -456,7 +461,7 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
             "recipe": "grpo", **(fingerprint_meta(steps.trajs, fingerprints) if fingerprints else
                                  {"toolset_fingerprint": "", "env": tasks[0].env}),
             "dialect": _text_dialect(cfg, steps.trajs, model), "base_model": model,
-            "init_adapter": lineage_ref(init_adapter),
+            "init_adapter": lineage_ref(init_adapter), **({"demos": steps.shown.meta} if steps.shown else {}),
             "config": cfg.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
     return result

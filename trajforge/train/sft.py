@@ -28,7 +28,7 @@ from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
 from trajforge.harness.demos import Demos
 from trajforge.train.defaults import derive, model_params
-from trajforge.train.demos import DemoRule, sft_demos
+from trajforge.train.demos import DemoRule, inherited_demos, sft_demos
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
@@ -236,7 +236,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         log.info("derived: %s", line)
     if cfg.chat_template:
         settle_template(tok, read_chat_template(cfg.chat_template))
-    shown = sft_demos(data, cfg.demos, cfg.demo_pool, out_dir, runtime.is_main) if cfg.demos else None
+    shown = (sft_demos(data, cfg.demos, cfg.demo_pool, out_dir, runtime.is_main) if cfg.demos
+             else inherited_demos(init_adapter, out_dir, runtime.is_main))
     samples, builder = build_samples(data, tok, model, cfg, skipped, shown.demos if shown else None)
     if not samples:
         raise ValueError(f"no sample fits --max-len {cfg.max_len} (skipped: {skipped})")
@@ -258,8 +259,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         evaluator.dialect = evaluator.dialect or builder.dialect
         evaluator.render_mode = cfg.render_mode
         if shown:  # and shows the demonstrations trained with, from the adapter's copy of the pool
-            evaluator.harness = evaluator.harness.model_copy(
-                update={"demos": cfg.demos, "demo_pool": str(Path(out_dir) / shown.meta["pool"])})
+            evaluator.harness = evaluator.harness.model_copy(update={"demos": shown.meta["k"],
+                                                                     "demo_pool": shown.file})
     hook = evaluator.hook(net, tok) if evaluator else None
     fitted = fit(net, total, batches, loss_fn, cfg, out_dir, "sft", progress, resume, hook, runtime)
     used = [samples[i] for rows in micro[: total * cfg.grad_accum * runtime.world] for i in rows]
