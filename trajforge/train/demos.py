@@ -11,7 +11,7 @@ the adapter folder and recorded in its meta by sha256, so the adapter carries wh
     builder = SequenceBuilder(..., rules=(DemoRule(pool.demos, toolset_of), ...))
 
 An adapter trained on top of one that was trained with them (``train dpo``, ``train grpo``, a
-warm RFT round, ``train sft --init-adapter`` without ``--demos``) inherits them
+warm RFT round, ``train_sft(..., init_adapter=)`` without ``demos``) inherits them
 (``inherited_demos``): the lower layers of its lineage learnt to read the block, and ``eval`` and
 ``serve`` load the top adapter's meta, so it trains and is evaluated with the same block rather
 than silently without it. A new ``--demos K`` on SFT replaces them; training from the base drops them.
