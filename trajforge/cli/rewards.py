@@ -30,8 +30,7 @@ REWARD_WEIGHTS = typer.Option([], "--reward-weights", help="[KEY=]l1,l2,l3,l4: c
                               "violation weights for KEY (ENV, ENV/TIER or */TIER; none: the default); repeatable")
 MILESTONE_BONUS = typer.Option([], "--milestone-bonus", help="[KEY=]BONUS: step reward per milestone for KEY "
                                "(none: the default); repeatable")
-REWARDS = Options(RewardConfig, only=(), file_only=("weights", "milestone_bonus", "per",
-                                                           "guess_credit"))
+REWARDS = Options(RewardConfig, only=(), file_only=("weights", "milestone_bonus", "per", "guess_credit"))
 """The ``[rewards]`` section of ``--config`` (no flags of its own: see ``with_reward_flags``)."""
 
 
