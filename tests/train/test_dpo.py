@@ -90,6 +90,12 @@ def test_dpo_trains_and_matches_golden_losses(episodes, tiny_model, tmp_path):
     assert res.losses == pytest.approx(GOLDEN, rel=1e-4)
     assert res.losses[0] == pytest.approx(0.693147, abs=1e-4)  # log 2: policy == reference at start
     assert res.margins[-1] > 0
+    # 3 steps of 2 pairs went over each of the 6 pairs once: tokens counts both sides of each
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    sides = [render_pair(p, tok) for p in build_pairs(episodes)[0]]
+    assert res.tokens == sum(len(c.input_ids) + len(r.input_ids) for c, r in sides)
     from safetensors.torch import load_file
     from trajforge.train.trainer import LoraSettings
 

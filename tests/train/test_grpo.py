@@ -139,8 +139,11 @@ def test_train_grpo_end_to_end_with_sampling(tiny_model, sql_tasks, tmp_path):
     res = train_grpo(train, tiny_model, tmp_path / "grpo", cfg, progress=False)
     assert res.steps == 2 and len(res.rewards) == 2
     assert res.rescue["episodes"] == 12 and res.rescue["rescued"] > 0  # random model: always failing
+    # 12 rollouts of ≤ 2 turns × 16 new tokens; trained tokens only from groups whose rewards differ
+    assert 0 < res.sampled_tokens <= 12 * 2 * 16
     rows = [json.loads(x) for x in (tmp_path / "grpo" / "curves.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all("reward" in r and "groups" in r for r in rows)
+    assert (res.trained_tokens > 0) == any(r["informative_groups"] for r in rows)
     meta = json.loads((tmp_path / "grpo" / "trajforge_adapter.json").read_text())
     assert meta["recipe"] == "grpo" and meta["toolset_fingerprint"]
 

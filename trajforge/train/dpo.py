@@ -84,6 +84,10 @@ class DPOResult(BaseModel):
     accuracy: list[float]
     """Share of pairs per micro-batch whose margin is positive."""
     seconds: float
+    tokens: int = 0
+    """Tokens of both sides of every pair the optimizer steps went over (the reference's one
+    forward pass over them not counted; this process's share under several): what the run
+    processed, beside SFT's and RFT's."""
     skipped_nonfinite: int = 0
     resumed_from: int = 0
     stopped: str | None = None
@@ -276,9 +280,12 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
     fitted = fit(net, total, CallBatches(lambda step: [micro_batch(idx, offsets[step] + j)
                                                       for j, idx in enumerate(steps[step])]),
                  _tracked(loss_fn, margins, accuracy), cfg, out_dir, "dpo", progress, resume, hook, runtime)
+    ran = steps[fitted.resumed_from: fitted.resumed_from + len(fitted.losses) + fitted.skipped_nonfinite]
+    tokens = sum(len(rendered[i][0].input_ids) + len(rendered[i][1].input_ids)
+                 for step in ran for idx in step for i in idx)
     result = DPOResult(adapter_dir=str(out_dir), pairs=len(kept), skipped=skipped, steps=len(fitted.losses),
                        losses=fitted.losses, margins=margins, accuracy=accuracy,
-                       seconds=time.perf_counter() - started, skipped_nonfinite=fitted.skipped_nonfinite,
+                       seconds=time.perf_counter() - started, tokens=tokens, skipped_nonfinite=fitted.skipped_nonfinite,
                        resumed_from=fitted.resumed_from, stopped=fitted.stopped,
                        peak_memory_gb=fitted.peak_memory_gb)
     if runtime.is_main:

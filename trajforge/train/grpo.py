@@ -43,7 +43,7 @@ from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import group_advantages, policy_gradient_loss, token_logprobs
 from trajforge.train.loop import Runtime, fit
 from trajforge.train.model import lora_model
-from trajforge.train.sequences import IGNORE, Sample, collate, pack_spans
+from trajforge.train.sequences import IGNORE, Sample, collate, completion_tokens, pack_spans
 from trajforge.train.settings import LoraSettings
 from trajforge.train.toolsets import fingerprint_meta
 
@@ -139,6 +139,10 @@ class GRPOResult(BaseModel):
     """Guided exploration's rescue counts over the whole run."""
     curriculum: list[tuple[int, str]]
     seconds: float
+    sampled_tokens: int = 0
+    """Completion tokens the rollouts generated (this process's)."""
+    trained_tokens: int = 0
+    """Tokens of the packed sequences the optimizer steps went over (groups with signal only)."""
     skipped_nonfinite: int = 0
     resumed_from: int = 0
     stopped: str | None = None
@@ -357,6 +361,8 @@ class RolloutSteps:
         self.solved: list[float] = []
         self.trajs: list[Trajectory] = []
         self.cache: dict[int, list[dict[str, Any]]] = {}
+        self.cache_tokens = 0  # the cached rollouts' sequence tokens, counted again by each update
+        self.trained_tokens = 0
         self.stats: dict[str, Any] = {}
         self.server = None
         if cfg.rollout_server:
@@ -410,7 +416,9 @@ class RolloutSteps:
             self.solved.append(sum(solved) / max(1, len(solved)))
             micro = micro_batches(rollouts, self.tok.pad_token_id, cfg, rt.device)
             self.cache[rollout_step] = micro or [null_micro(self.tok.pad_token_id, rt.device)]
+            self.cache_tokens = sum(len(seq.ids) for seq in rollouts.sequences)
             self.stats = {**rollouts.stats, "reward": self.rewards[-1], "solved": self.solved[-1]}
+        self.trained_tokens += self.cache_tokens
         return self.cache[rollout_step]
 
 
@@ -450,7 +458,8 @@ def train_grpo(tasks: list[Task], model: str, out_dir: str | Path, cfg: GRPOConf
     result = GRPOResult(adapter_dir=str(out_dir), steps=len(fitted.losses), losses=fitted.losses,
                         rewards=steps.rewards, solve_rates=steps.solved, rescue=rescue_rate(steps.trajs),
                         curriculum=steps.curriculum.history if steps.curriculum else [],
-                        seconds=time.perf_counter() - started,
+                        seconds=time.perf_counter() - started, trained_tokens=steps.trained_tokens,
+                        sampled_tokens=sum(completion_tokens(t) for t in steps.trajs),
                         skipped_nonfinite=fitted.skipped_nonfinite, resumed_from=fitted.resumed_from,
                         stopped=fitted.stopped, peak_memory_gb=fitted.peak_memory_gb)
     if runtime.is_main:

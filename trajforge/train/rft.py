@@ -51,6 +51,7 @@ from pydantic import BaseModel
 from trajforge.policies import Policy
 from trajforge.schema import Task, Trajectory
 from trajforge.policies.hf import ADAPTER_META
+from trajforge.train.sequences import completion_tokens
 from trajforge.train.sft import SFTConfig, SFTResult, train_sft
 
 log = logging.getLogger(__name__)
@@ -135,10 +136,6 @@ def call_signature(traj: Trajectory) -> tuple:
     return tuple(sig for s in traj.steps
                  for sig in ([("!", e.kind) for e in s.errors]
                              + [(c.name, json.dumps(c.arguments, sort_keys=True, default=str)) for c in s.calls]))
-
-
-def completion_tokens(traj: Trajectory) -> int:
-    return sum(len(s.completion_ids or ()) for s in traj.steps)
 
 
 def keep_verified(trajs: Iterable[Trajectory], per_task: int,

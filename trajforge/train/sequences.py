@@ -319,3 +319,8 @@ class LengthReport(NamedTuple):
 def within(samples: Sequence[Sample], max_len: int) -> LengthReport:
     keep = [i for i, s in enumerate(samples) if len(s.input_ids) <= max_len]
     return LengthReport(keep, [i for i, s in enumerate(samples) if len(s.input_ids) > max_len])
+
+
+def completion_tokens(traj: Trajectory) -> int:
+    """Tokens the policy generated in an episode (its turns' stored completion ids)."""
+    return sum(len(s.completion_ids or ()) for s in traj.steps)
