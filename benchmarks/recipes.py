@@ -1,6 +1,6 @@
 """Training recipes side by side on the embedded model and the SQL domain, with paired tests.
 
-    .venv/bin/python benchmarks/recipes.py --out runs/recipes [--recipes sft,repair,retrieval,defaults,rft]
+    .venv/bin/python benchmarks/recipes.py --out runs/recipes [--recipes sft,repair,retrieval,defaults,rft,dpo,grpo]
         [--eval-test] [--forgetting] [--seed 0] [--replay-share 0]
 
 The successor of ``benchmarks/learning.py`` for issue 13's table. The demo's training pool and
@@ -32,12 +32,18 @@ demo's harness:
   failed turns masked); ``--rft-warm`` fine-tunes the starting adapter on kept + as many expert
   episodes instead; ``--rft-mistakes M`` adds M attempts per task that start from a planted
   mistake (``MistakeFirstPolicy``) and keeps their grounded recoveries (``--rft-attempts 0``:
-  only those).
+  only those);
+- ``dpo`` and ``grpo``: from the ``sft`` adapter, on the same train tasks as ``rft``, each within
+  ``--rl-minutes`` (34: stop 28's RFT round from sft) of wall time that counts the attempts they
+  share (the sft adapter sampled exactly as RFT's first round samples it, once, in
+  OUT/sft-samples): DPO on turn-level pairs from those attempts, GRPO (group-relative
+  advantages, guided exploration) on the tasks they did not always solve
+  (``preference_recipe``).
 
 Per recipe: held-out completion with its 95% Wilson interval, the change against ``sft`` with
 the exact McNemar p over the same tasks (fixed / broke counts), the recovery rate (accepted ÷
-episodes with a problem turn, with n), the first-error rate, wall time and tokens trained (and
-sampled, for RFT). ``--probe`` adds recovery after a planted mistake: every held-out task once
+episodes with a problem turn, with n), the first-error rate, wall time (sampling included) and
+tokens trained (and sampled, for RFT, DPO and GRPO). ``--probe`` adds recovery after a planted mistake: every held-out task once
 more, greedy, starting from its first planned mistake (the expert's turns up to it, the mistake
 executed for real), then the adapter; recovered ÷ episodes, paired against ``sft``: a recovery
 figure with n in the hundreds where natural errors are too few to count (lucky guesses, graded
@@ -57,7 +63,8 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-RECIPES = ("sft", "repair", "retrieval", "worlds", "rephrase", "defaults", "rft")
+RECIPES = ("sft", "repair", "retrieval", "worlds", "rephrase", "defaults", "rft", "dpo", "grpo")
+FROM_SFT = ("dpo", "grpo")  # start from the sft adapter (rft from --rft-from's)
 DEMO_RECIPE = dict(epochs=2.0, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
 
 
@@ -84,6 +91,12 @@ def main() -> None:
                     help="RFT attempts per task that start from a planted mistake (RFTConfig.mistake_attempts)")
     ap.add_argument("--repair-epochs", type=float, default=2.0,
                     help="epochs of the repair recipe (1.0: sft's steps, over expert + repair episodes)")
+    # Stop 28's RFT round from sft took 34 minutes (2,046 s) on seed 0: dpo and grpo get as much,
+    # the sampling they share included, so the three are compared at equal wall time.
+    ap.add_argument("--rl-minutes", type=float, default=34.0,
+                    help="wall-time budget of dpo and grpo each, their shared sampling included")
+    ap.add_argument("--grpo-steps", type=int, default=8, help="planned GRPO steps (the budget may stop it sooner)")
+    ap.add_argument("--grpo-lr", type=float, default=5e-4)
     ap.add_argument("--probe", action="store_true",
                     help="also measure recovery after a planted mistake on every held-out task")
     ap.add_argument("--replay-share", type=float, default=None,
@@ -96,8 +109,8 @@ def main() -> None:
     unknown = set(wanted) - set(RECIPES)
     if unknown:
         ap.error(f"unknown recipes {sorted(unknown)}; use {', '.join(RECIPES)}")
-    if "rft" in wanted:  # compared with sft, it samples first with --rft-from's adapter: both go first
-        first = list(dict.fromkeys(["sft", args.rft_from]))
+    if "rft" in wanted or set(FROM_SFT) & set(wanted):  # they start from sft (rft: --rft-from): those go first
+        first = list(dict.fromkeys(["sft"] + ([args.rft_from] if "rft" in wanted else [])))
         wanted = first + [r for r in wanted if r not in first]
 
     from trajforge.eval.run import collect
@@ -129,6 +142,8 @@ def main() -> None:
         results["base"] = {"forgetting_nll": nll["base"]}
     (out / "recipes.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     console.print(table(results, len(split["heldout"])))
+    if "base" in results:
+        console.print(f"forgetting NLL of the base model itself: {results['base']['forgetting_nll']:.3f}")
 
 
 def task_splits(args) -> dict[str, list]:
@@ -177,10 +192,12 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         cfg = recipe_cfg.model_copy(update={"tiers": ["success", "recovered"], "epochs": args.repair_epochs})
         res = train_sft(data, args.model, adapter, cfg)
         info = {"trained_tokens": res.tokens, "steps": res.steps, "demonstrations": res.samples}
+    elif recipe in FROM_SFT:
+        info = preference_recipe(recipe, out, args, rl_pool(args, split), expert, replay)
     else:
         from trajforge.train.rft import RFTConfig, train_rft
 
-        pool = split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
+        pool = rl_pool(args, split)
         cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=args.rft_rounds, attempts=args.rft_attempts,
                         mistake_attempts=args.rft_mistakes, warm_start=args.rft_warm)
         res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / args.rft_from))
@@ -190,11 +207,82 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
                 "kept": sum(r.kept for r in done), "solved_tasks": [r.solved_tasks for r in done],
                 "sample_s": round(sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
                 "mistake_attempts": args.rft_mistakes, "rounds": len(done)}
-    info["train_s"] = round(time.perf_counter() - t0, 1)
+    info.setdefault("train_s", round(time.perf_counter() - t0, 1))
     data = json.loads(meta.read_text())
     data["bench"] = info
     meta.write_text(json.dumps(data, indent=2))
     return adapter, info
+
+
+def rl_pool(args, split) -> list:
+    """The train tasks every post-SFT recipe samples on: the first ``--rft-tasks`` (0: all)."""
+    return split["train"][: args.rft_tasks] if args.rft_tasks else split["train"]
+
+
+def sft_samples(out: Path, args, pool) -> tuple[list, float]:
+    """The sft adapter's attempts on ``pool``, sampled as RFT's first round samples them (the
+    same sampler: ``--rft-attempts`` per task at T = 0.7, the same harness), shared by dpo and
+    grpo; with the seconds the sampling took (recorded when it ran, read back when reused)."""
+    import gc
+
+    from trajforge.harness import HarnessConfig
+    from trajforge.store import TrajectoryStore
+    from trajforge.train.rft import RFTConfig, hf_sampler, sample_attempts
+
+    store, record = out / "sft-samples", out / "sft-samples.json"
+    cfg = RFTConfig(seed=args.seed)
+    policy = hf_sampler(args.model, cfg)(str(out / "sft"), 1)
+    name = policy.name
+    if not record.exists():
+        began = time.perf_counter()
+        sample_attempts(pool, policy, store, args.rft_attempts,
+                        HarnessConfig(max_turns=cfg.max_turns, max_consecutive_errors=2))
+        record.write_text(json.dumps({"seconds": round(time.perf_counter() - began, 1)}))
+    del policy
+    gc.collect()  # the sampling model goes before the training one is loaded
+    samples = [t for t in TrajectoryStore(store).read() if t.policy == name]
+    return samples, json.loads(record.read_text())["seconds"]
+
+
+def preference_recipe(recipe: str, out: Path, args, pool, expert, replay: dict) -> dict:
+    """``dpo`` or ``grpo`` on top of the ``sft`` adapter, within ``--rl-minutes`` of wall time
+    with the sft samples they share counted in each:
+
+    - ``dpo``: turn-level pairs from the sft model's own attempts (the expert's success only for
+      tasks no attempt solved: ``on_policy_pool``), at most 2 per task, beta 0.1, lr 1e-4, r 16,
+      1 epoch (``benchmarks/learning.py``'s settings);
+    - ``grpo``: group-relative advantages over 4 rollouts per task at T = 0.8, 8 tasks a step,
+      guided exploration, lr ``--grpo-lr``, on the pool's tasks the sft model did not solve in
+      every attempt (a group that always succeeds carries no gradient)."""
+    from trajforge.train.sequences import completion_tokens
+
+    samples, sample_s = sft_samples(out, args, pool)
+    budget = max(60.0, 60 * args.rl_minutes - sample_s)
+    info = {"attempts": len(samples), "sample_s": sample_s,
+            "verified": sum(bool(t.outcome and t.outcome.positive) for t in samples),
+            "sampled_tokens": sum(completion_tokens(t) for t in samples)}
+    if recipe == "dpo":
+        from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
+
+        cfg = DPOConfig(pairs="turn", beta=0.1, lr=1e-4, r=16, alpha=32, dropout=0.0, batch_size=4, grad_accum=1,
+                        epochs=1.0, max_pairs_per_task=2, seed=args.seed, max_seconds=budget, **replay)
+        res = train_dpo(on_policy_pool(samples, expert), args.model, out / recipe, cfg,
+                        init_adapter=str(out / "sft"), progress=False)
+        info.update(pairs=res.pairs, steps=res.steps, trained_tokens=res.tokens,
+                    margin=round(res.margins[-1], 4) if res.margins else None)
+    else:
+        from trajforge.train.grpo import GRPOConfig, drop_solved, train_grpo
+
+        tasks, dropped = drop_solved(pool, samples)
+        cfg = GRPOConfig(steps=args.grpo_steps, batch_size=8, group_size=4, temperature=0.8, max_turns=6,
+                         lr=args.grpo_lr, r=16, alpha=32, dropout=0.0, curriculum=False, guided=True,
+                         seed=args.seed, max_seconds=budget)
+        res = train_grpo(tasks, args.model, out / recipe, cfg, init_adapter=str(out / "sft"), progress=False)
+        info.update(tasks=len(tasks), dropped_solved=dropped, steps=res.steps, trained_tokens=res.trained_tokens,
+                    sampled_tokens=info["sampled_tokens"] + res.sampled_tokens, rescue=res.rescue,
+                    rewards=[round(r, 4) for r in res.rewards], solve_rates=[round(r, 4) for r in res.solve_rates])
+    info.update(stopped=res.stopped, train_s=round(res.seconds + sample_s, 1))
+    return info
 
 
 def world_experts(out: Path, args) -> list:
@@ -316,7 +404,7 @@ def by_template(tasks, solved: set[str]) -> dict[str, list[int]]:
 def table(results: dict, n_heldout: int) -> Table:
     t = Table(title=f"recipes on {n_heldout} held-out SQL tasks (greedy, the demo's harness)")
     for col in ("recipe", "held-out [95% CI]", "vs sft (fixed/broke, p)", "recovery (k/n)", "first error",
-                "test", "planted-mistake recovery", "train s", "tokens trained"):
+                "test", "planted-mistake recovery", "forgetting NLL", "train s", "tokens trained"):
         t.add_column(col)
     for name, r in results.items():
         if "completion" not in r:
@@ -328,6 +416,7 @@ def table(results: dict, n_heldout: int) -> Table:
                   f"{r['test_completion']:.3f}" if "test_completion" in r else "—",
                   f"{r['probe_k']}/{r['probe_n']}" + (f" ({r['probe_fixed']}/{r['probe_broke']}, p={r['probe_p']})"
                                                       if "probe_p" in r else "") if "probe_n" in r else "—",
+                  f"{r['forgetting_nll']:.3f}" if "forgetting_nll" in r else "—",
                   str(r.get("train_s", "")),
                   str(r.get("trained_tokens", "")))
     return t

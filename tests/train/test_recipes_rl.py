@@ -1,0 +1,34 @@
+"""benchmarks/recipes.py's dpo and grpo rows on a tiny model: both start from the sft adapter,
+share one sampling of it (done once, timed once) and report wall time and tokens."""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+
+from benchmarks.recipes import preference_recipe
+from trajforge.store import TrajectoryStore
+from trajforge.train.sft import SFTConfig, train_sft
+
+
+def test_dpo_and_grpo_rows_start_from_sft_and_share_one_sampling(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    pool = [t for t in sql_tasks if t.split == "train"][:2]
+    train_sft(expert_trajs, tiny_model, tmp_path / "sft",
+              SFTConfig(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1), progress=False)
+    args = Namespace(model=tiny_model, seed=0, rft_attempts=2, rl_minutes=30.0, grpo_steps=1, grpo_lr=5e-4)
+
+    dpo = preference_recipe("dpo", tmp_path, args, pool, expert_trajs, {"replay_share": 0.0})
+    # a random model solves nothing: the expert's success is each task's chosen side
+    assert dpo["attempts"] == 4 and dpo["verified"] == 0 and dpo["sampled_tokens"] > 0
+    assert dpo["pairs"] >= 2 and dpo["steps"] >= 1 and dpo["trained_tokens"] > 0
+    assert dpo["train_s"] >= dpo["sample_s"] > 0 and dpo["stopped"] is None
+    meta = json.loads((tmp_path / "dpo" / "trajforge_adapter.json").read_text())
+    assert meta["recipe"] == "dpo" and "sft" in json.dumps(meta["init_adapter"])
+
+    grpo = preference_recipe("grpo", tmp_path, args, pool, expert_trajs, {"replay_share": 0.0})
+    assert len(TrajectoryStore(tmp_path / "sft-samples").read()) == 4  # not sampled again
+    assert grpo["sample_s"] == dpo["sample_s"]  # and the time it took counts in both rows
+    assert grpo["tasks"] == 2 and grpo["dropped_solved"] == 0 and grpo["steps"] == 1
+    assert grpo["sampled_tokens"] > dpo["sampled_tokens"]  # its own rollouts on top of the shared ones
+    meta = json.loads((tmp_path / "grpo" / "trajforge_adapter.json").read_text())
+    assert meta["recipe"] == "grpo" and "sft" in json.dumps(meta["init_adapter"])
