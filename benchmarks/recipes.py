@@ -36,7 +36,8 @@ demo's harness:
 - ``dpo`` and ``grpo``: from the ``sft`` adapter, on the same train tasks as ``rft``, each within
   ``--rl-minutes`` (34: stop 28's RFT round from sft) of wall time that counts the attempts they
   share (the sft adapter sampled exactly as RFT's first round samples it, once, in
-  OUT/sft-samples): DPO on turn-level pairs from those attempts, GRPO (group-relative
+  OUT/sft-samples; an ``rft`` from ``sft`` starts its round 1 from the same attempts, their
+  seconds counted in its wall time too): DPO on turn-level pairs from those attempts, GRPO (group-relative
   advantages, guided exploration) on the tasks they did not always solve
   (``preference_recipe``).
 
@@ -56,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -195,23 +197,39 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
     elif recipe in FROM_SFT:
         info = preference_recipe(recipe, out, args, rl_pool(args, split), expert, replay)
     else:
-        from trajforge.train.rft import RFTConfig, train_rft
+        from trajforge.train.rft import train_rft
 
-        pool = rl_pool(args, split)
-        cfg = RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=args.rft_rounds, attempts=args.rft_attempts,
-                        mistake_attempts=args.rft_mistakes, warm_start=args.rft_warm)
-        res = train_rft(pool, expert, args.model, adapter, cfg, init_adapter=str(out / args.rft_from))
+        pool, shared_s = rl_pool(args, split), 0.0
+        if args.rft_from == "sft" and args.rft_attempts:
+            # Round 1 samples the sft adapter as dpo and grpo's shared sampling does (same policy
+            # name, sampling and harness: the store resumes them), so the three start from the same
+            # attempts, and the time those took counts in each.
+            _, shared_s = sft_samples(out, args, pool)
+            if not (adapter / "samples").exists():
+                shutil.copytree(out / "sft-samples", adapter / "samples")
+            t0 = time.perf_counter()
+        res = train_rft(pool, expert, args.model, adapter, rft_config(args, replay),
+                        init_adapter=str(out / args.rft_from))
         done = res.rounds[1:]
         info = {"trained_tokens": res.trained_tokens, "sampled_tokens": res.sampled_tokens,
                 "attempts": sum(r.sampled for r in done), "verified": sum(r.verified for r in done),
                 "kept": sum(r.kept for r in done), "solved_tasks": [r.solved_tasks for r in done],
-                "sample_s": round(sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
-                "mistake_attempts": args.rft_mistakes, "rounds": len(done)}
+                "sample_s": round(shared_s + sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
+                "mistake_attempts": args.rft_mistakes, "rounds": len(done),
+                "train_s": round(shared_s + time.perf_counter() - t0, 1)}
     info.setdefault("train_s", round(time.perf_counter() - t0, 1))
     data = json.loads(meta.read_text())
     data["bench"] = info
     meta.write_text(json.dumps(data, indent=2))
     return adapter, info
+
+
+def rft_config(args, replay: dict):
+    """The ``rft`` recipe's settings (its sampling is also the shared ``sft_samples``')."""
+    from trajforge.train.rft import RFTConfig
+
+    return RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=args.rft_rounds, attempts=args.rft_attempts,
+                     mistake_attempts=args.rft_mistakes, warm_start=args.rft_warm)
 
 
 def rl_pool(args, split) -> list:
@@ -227,10 +245,10 @@ def sft_samples(out: Path, args, pool) -> tuple[list, float]:
 
     from trajforge.harness import HarnessConfig
     from trajforge.store import TrajectoryStore
-    from trajforge.train.rft import RFTConfig, hf_sampler, sample_attempts
+    from trajforge.train.rft import hf_sampler, sample_attempts
 
     store, record = out / "sft-samples", out / "sft-samples.json"
-    cfg = RFTConfig(seed=args.seed)
+    cfg = rft_config(args, {})
     policy = hf_sampler(args.model, cfg)(str(out / "sft"), 1)
     name = policy.name
     if not record.exists():

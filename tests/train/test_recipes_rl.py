@@ -1,21 +1,26 @@
-"""benchmarks/recipes.py's dpo and grpo rows on a tiny model: both start from the sft adapter,
-share one sampling of it (done once, timed once) and report wall time and tokens."""
+"""benchmarks/recipes.py's dpo, grpo and rft rows on a tiny model: all start from the sft
+adapter, share one sampling of it (done once, timed once) and report wall time and tokens."""
 
 from __future__ import annotations
 
 import json
 from argparse import Namespace
 
-from benchmarks.recipes import preference_recipe
+from benchmarks.recipes import preference_recipe, train_recipe
 from trajforge.store import TrajectoryStore
 from trajforge.train.sft import SFTConfig, train_sft
 
 
-def test_dpo_and_grpo_rows_start_from_sft_and_share_one_sampling(tiny_model, sql_tasks, expert_trajs, tmp_path):
-    pool = [t for t in sql_tasks if t.split == "train"][:2]
+def _sft_and_args(tiny_model, expert_trajs, tmp_path) -> Namespace:
     train_sft(expert_trajs, tiny_model, tmp_path / "sft",
               SFTConfig(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1), progress=False)
-    args = Namespace(model=tiny_model, seed=0, rft_attempts=2, rl_minutes=30.0, grpo_steps=1, grpo_lr=5e-4)
+    return Namespace(model=tiny_model, seed=0, rft_attempts=2, rft_rounds=1, rft_mistakes=0, rft_warm=False,
+                     rft_tasks=2, rft_from="sft", replay_share=0.0, rl_minutes=30.0, grpo_steps=1, grpo_lr=5e-4)
+
+
+def test_dpo_and_grpo_rows_start_from_sft_and_share_one_sampling(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    pool = [t for t in sql_tasks if t.split == "train"][:2]
+    args = _sft_and_args(tiny_model, expert_trajs, tmp_path)
 
     dpo = preference_recipe("dpo", tmp_path, args, pool, expert_trajs, {"replay_share": 0.0})
     # a random model solves nothing: the expert's success is each task's chosen side
@@ -32,3 +37,15 @@ def test_dpo_and_grpo_rows_start_from_sft_and_share_one_sampling(tiny_model, sql
     assert grpo["sampled_tokens"] > dpo["sampled_tokens"]  # its own rollouts on top of the shared ones
     meta = json.loads((tmp_path / "grpo" / "trajforge_adapter.json").read_text())
     assert meta["recipe"] == "grpo" and "sft" in json.dumps(meta["init_adapter"])
+
+
+def test_rft_row_starts_from_the_shared_sampling(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    train = [t for t in sql_tasks if t.split == "train"]
+    args = _sft_and_args(tiny_model, expert_trajs, tmp_path)
+    dpo = preference_recipe("dpo", tmp_path, args, train[:2], expert_trajs, {"replay_share": 0.0})
+
+    _, rft = train_recipe("rft", tmp_path, args, {"train": train}, expert_trajs)
+    # round 1's attempts are the shared ones (same policy, sampling and harness), not sampled anew
+    assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 4 and rft["attempts"] == 4
+    assert rft["sample_s"] >= dpo["sample_s"] and rft["train_s"] >= rft["sample_s"]
+    assert rft["trained_tokens"] > 0 and rft["sampled_tokens"] == dpo["sampled_tokens"]
