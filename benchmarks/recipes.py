@@ -245,21 +245,23 @@ def sft_samples(out: Path, args, pool) -> tuple[list, float]:
 
     from trajforge.harness import HarnessConfig
     from trajforge.store import TrajectoryStore
-    from trajforge.train.rft import hf_sampler, sample_attempts
+    from trajforge.train.rft import hf_sampler, sample_attempts, sampler_name
 
     store, record = out / "sft-samples", out / "sft-samples.json"
-    cfg = rft_config(args, {})
-    policy = hf_sampler(args.model, cfg)(str(out / "sft"), 1)
-    name = policy.name
-    if not record.exists():
+    name = sampler_name(out / "sft", 1)  # without loading the model: a reuse needs none
+    kept = json.loads(record.read_text()) if record.exists() else {}
+    if kept.get("policy") != name:  # not sampled yet, or by an sft adapter since retrained
+        cfg = rft_config(args, {})
+        policy = hf_sampler(args.model, cfg)(str(out / "sft"), 1)
         began = time.perf_counter()
         sample_attempts(pool, policy, store, args.rft_attempts,
                         HarnessConfig(max_turns=cfg.max_turns, max_consecutive_errors=2))
-        record.write_text(json.dumps({"seconds": round(time.perf_counter() - began, 1)}))
-    del policy
-    gc.collect()  # the sampling model goes before the training one is loaded
+        kept = {"policy": name, "seconds": round(time.perf_counter() - began, 1)}
+        record.write_text(json.dumps(kept))
+        del policy
+        gc.collect()  # the sampling model goes before the training one is loaded
     samples = [t for t in TrajectoryStore(store).read() if t.policy == name]
-    return samples, json.loads(record.read_text())["seconds"]
+    return samples, kept["seconds"]
 
 
 def preference_recipe(recipe: str, out: Path, args, pool, expert, replay: dict) -> dict:

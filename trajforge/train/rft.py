@@ -208,13 +208,17 @@ def hf_sampler(model: str, cfg: RFTConfig) -> PolicyFor:
     from trajforge.policies import make_policy
 
     def policy_for(adapter: str, round_: int) -> Policy:
-        # The adapter's digest in the name: the store resumes attempts by policy name, and a rerun
-        # whose earlier rounds trained other adapters must sample again, not reuse their attempts.
-        name = f"rft-round{round_}-{adapter_digest(adapter)}"
-        return make_policy(f"hf:{model}@{adapter}", name=name, temperature=cfg.temperature,
+        return make_policy(f"hf:{model}@{adapter}", name=sampler_name(adapter, round_), temperature=cfg.temperature,
                            batch_size=cfg.sample_batch, max_new_tokens=cfg.max_new_tokens,
                            seed=cfg.seed + round_, device=cfg.device)
     return policy_for
+
+
+def sampler_name(adapter: str | Path, round_: int) -> str:
+    """``hf_sampler``'s policy name. The adapter's digest is in it: the store resumes attempts by
+    policy name, and a rerun whose earlier rounds trained other adapters must sample again, not
+    reuse their attempts."""
+    return f"rft-round{round_}-{adapter_digest(adapter)}"
 
 
 def round_key(data: list[Trajectory], model: str, cfg: SFTConfig, init_adapter: str | None = None) -> str:
