@@ -14,7 +14,8 @@ resident set next to ``total_gb``); then batched-generation tokens/s (``generate
 a fixed number of new tokens). The random base is handed to ``train_sft`` by replacing
 ``train.model.load_base`` for that call: saving and re-reading 15 GB of random weights would eat
 the time budget. Last, a tiny synth → collect → SFT → eval loop on the device through the normal
-loading path (a small random model saved with the embedded tokenizer).
+loading path (a small random model saved with the embedded tokenizer); then, on that model made
+to replay its train tasks, one RFT round, DPO and GRPO on the device (``gpu_learn.py``).
 
 Every size has a time cap (``CAPS``); a stage that would start past it is skipped and the row
 says so. Each finished row is appended to ``OUT/gpu_check.jsonl`` and the table is rewritten to
@@ -42,8 +43,9 @@ BUNDLE = ROOT / "benchmarks" / "gpu_bundle"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
 
 SIZES = {"0.5b": "qwen2.5-0.5b", "1.5b": "qwen2.5-1.5b", "7b": "qwen2.5-7b"}
-CAPS = {"0.5b": 50.0, "1.5b": 60.0, "7b": 100.0, "loop": 60.0}
-"""Seconds per size (and for the loop): 270 s in all, inside the 5 minutes an H200 loan allows."""
+CAPS = {"0.5b": 50.0, "1.5b": 60.0, "7b": 100.0, "loop": 60.0, "learn": 150.0}
+"""Seconds per size, for the loop, and for the stages after it (``gpu_learn.py``; a stage that would
+start past its cap is skipped): ~7 minutes in all, inside an H200 loan's 15."""
 TOTAL_CAP = 285.0
 VOCAB = 151_936
 """Qwen2's vocabulary (the embedded tokenizer's 49,152 ids fall inside it)."""
@@ -227,8 +229,9 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
-def check_loop(out: Path, device: str, dry: bool, table: Table, deadline: float) -> None:
-    """synth → collect (expert) → SFT → eval (the HF policy on ``device``) with a small random model."""
+def check_loop(out: Path, device: str, dry: bool, table: Table, deadline: float) -> tuple | None:
+    """synth → collect (expert) → SFT → eval (the HF policy on ``device``) with a small random model;
+    (its folder, train tasks, expert episodes) for the learning stages."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -241,15 +244,19 @@ def check_loop(out: Path, device: str, dry: bool, table: Table, deadline: float)
     began = time.perf_counter()
     if deadline - began < 20:
         table.add({"size": "loop", "note": "skipped: total time cap"})
-        return
+        return None
     folder = model_folder(out / "model-loop", LOOP_MODEL)
+    if device.startswith("cuda"):  # the row's peak is the loop's own, not the last size's
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
     report = synthesize("sql", 40, seed=1)
     train = [t for t in report.tasks if t.split == "train"][:16]
     test = [t for t in report.tasks if t.split != "train"][:4 if dry else 8]
     collect(train, _expert(), out / "loop-store", show_progress=False)
-    res = train_sft(TrajectoryStore(out / "loop-store").read(), str(folder), out / "loop-adapter",
+    expert = TrajectoryStore(out / "loop-store").read()
+    res = train_sft(expert, str(folder), out / "loop-adapter",
                     SFTConfig(device=device, max_steps=2 if dry else 4, replay_share=0.0, max_len=2048),
                     progress=False)
     policy = HFPolicy(str(folder), adapter=str(out / "loop-adapter"), device=device, max_new_tokens=32)
@@ -259,6 +266,7 @@ def check_loop(out: Path, device: str, dry: bool, table: Table, deadline: float)
                "seconds": round(time.perf_counter() - began, 1),
                "note": f"synth {len(report.tasks)} → collect {len(train)} → SFT {res.steps} steps → eval "
                        f"{len(evaluated)} episodes on {device}, {completed} completed (random weights: 0 is expected)"})
+    return folder, train, expert
 
 
 def _expert():
@@ -273,6 +281,7 @@ def main() -> None:
     ap.add_argument("--dry-run", action="store_true", help="this CPU, toy sizes, the same code")
     ap.add_argument("--sizes", default=",".join(SIZES), help="comma-separated: " + ", ".join(SIZES))
     ap.add_argument("--no-loop", action="store_true", help="skip the synth → collect → SFT → eval loop")
+    ap.add_argument("--no-learn", action="store_true", help="skip rft, dpo and grpo after the loop")
     args = ap.parse_args()
     start = time.perf_counter()
     deadline = start + TOTAL_CAP * (DRY_SLOWDOWN if args.dry_run else 1.0)
@@ -298,9 +307,18 @@ def main() -> None:
     if not args.no_loop:
         try:
             loop_cap = CAPS["loop"] * (DRY_SLOWDOWN if args.dry_run else 1.0)
-            check_loop(out, device, args.dry_run, table, min(deadline, time.perf_counter() + loop_cap))
+            loop = check_loop(out, device, args.dry_run, table, min(deadline, time.perf_counter() + loop_cap))
         except Exception as e:
+            loop = None
             table.add({"size": "loop", "note": f"failed: {type(e).__name__}: {str(e)[:200]}"})
+        if loop and not args.no_learn:
+            try:
+                from benchmarks.gpu_learn import check_learning
+
+                learn_cap = CAPS["learn"] * (DRY_SLOWDOWN if args.dry_run else 1.0)
+                check_learning(out, *loop, device, args.dry_run, table, time.perf_counter() + learn_cap)
+            except Exception as e:
+                table.add({"size": "learn", "note": f"failed: {type(e).__name__}: {str(e)[:300]}"})
     print(f"# {time.perf_counter() - start:.0f} s; table in {out / 'gpu_check.md'}", flush=True)
 
 

@@ -1,0 +1,148 @@
+"""The GPU check's post-SFT stages: RFT, DPO and GRPO on the device, each with signal to learn from.
+
+A random base solves nothing: its RFT round keeps nothing, its DPO pairs are all expert-vs-noise and
+its GRPO groups all agree (reward 0), so GRPO never reaches its update and a device bug there would
+go unseen. So the loop's small random model is first trained, every parameter, on the expert
+episodes of its train tasks until it can replay them (``memorise``): a base that solves those tasks
+greedily and some of the time at T = 1, so sampled groups disagree. Then, on the device:
+``train sft`` (the starting adapter), one warm ``train rft`` round (sampling K attempts per task
+there), ``train dpo`` on the round's own attempts, and ``train grpo`` on the tasks whose attempts
+disagreed; each row says what it trained on, its seconds and peak device memory. What this checks
+is that each stage runs on the GPU and learns from real signal (GRPO's groups with signal, its
+trained tokens), not what it would do for a real model: these are memorised tasks.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+MEMORISE = {"steps": 300, "batch": 16, "lr": 1e-3}
+"""Full-parameter passes over the expert episodes (assistant turns only); --dry-run takes 3 steps."""
+
+
+def memorise(folder: Path, expert: list, device: str, steps: int) -> dict:
+    """Train ``folder``'s model (all parameters) on ``expert``'s assistant turns as ``train sft``
+    renders them, save it back; the first and last loss."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trajforge.train.data import render_sample, training_dialect
+    from trajforge.train.sequences import collate, default_toolset
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    dialect = training_dialect(expert, str(folder), tok)
+    samples = [render_sample(t, tok, default_toolset(t), dialect) for t in expert]
+    net = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
+    net.train()
+    opt = torch.optim.AdamW(net.parameters(), lr=MEMORISE["lr"])
+    rng = random.Random(0)
+    losses = []
+    for _ in range(steps):
+        batch = collate(rng.sample(samples, min(MEMORISE["batch"], len(samples))), pad, device=device)
+        loss = net(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    net.save_pretrained(folder)
+    del net, opt
+    return {"first_loss": round(losses[0], 3), "last_loss": round(losses[-1], 3), "sequences": len(samples)}
+
+
+def _peak_gb(device: str) -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 3) if device.startswith("cuda") else None
+
+
+def _reset_peak(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def check_learning(out: Path, folder: Path, train: list, expert: list, device: str, dry: bool, table,
+                   deadline: float) -> None:
+    """memorise → sft → rft → dpo → grpo on ``device``; a table row per stage, as each finishes.
+    A stage that would start past ``deadline`` is skipped, and its row says so."""
+    from trajforge.eval.run import collect
+    from trajforge.policies.hf import HFPolicy
+    from trajforge.store import TrajectoryStore
+    from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
+    from trajforge.train.grpo import GRPOConfig, drop_solved, train_grpo
+    from trajforge.train.rft import RFTConfig, train_rft
+    from trajforge.train.sft import SFTConfig, train_sft
+
+    small = {"device": device, "replay_share": 0.0, "r": 16, "alpha": 32, "dropout": 0.0, "max_len": 2048,
+             "grad_accum": 1}
+
+    def late(stage: str) -> bool:
+        if time.perf_counter() < deadline:
+            return False
+        table.add({"size": stage, "device": device, "note": "skipped: time cap"})
+        return True
+
+    def row(stage: str, began: float, note: str, **extra) -> None:
+        table.add({"size": stage, "device": device, "seconds": round(time.perf_counter() - began, 1),
+                   "measured_gb": _peak_gb(device), "note": note, **extra})
+
+    began = time.perf_counter()
+    _reset_peak(device)
+    m = memorise(folder, expert, device, 3 if dry else MEMORISE["steps"])
+    sft_dir = out / "learn-sft"
+    sft = train_sft(expert, str(folder), sft_dir, SFTConfig(**small, max_steps=2, lr=1e-5, batch_size=4),
+                    progress=False)
+    greedy = collect(train, HFPolicy(str(folder), adapter=str(sft_dir), device=device, max_new_tokens=192),
+                     out / "learn-greedy", show_progress=False)
+    solved = sum(1 for t in greedy if t.outcome is not None and t.outcome.correct)
+    row("memorise+sft", began, f"full-parameter memorising, {MEMORISE['steps'] if not dry else 3} steps over "
+        f"{m['sequences']} expert episodes: loss {m['first_loss']} → {m['last_loss']}; then sft {sft.steps} "
+        f"steps; greedy: {solved}/{len(greedy)} train tasks solved", steps=sft.steps)
+
+    if late("rft"):
+        return
+    began = time.perf_counter()
+    _reset_peak(device)
+    rft_cfg = RFTConfig(**small, rounds=1, attempts=2 if dry else 4, temperature=1.0, warm_start=True,
+                        lr=1e-4, batch_size=4, max_steps=2 if dry else 8, max_new_tokens=192, max_turns=6)
+    rft = train_rft(train, expert, str(folder), out / "learn-rft", rft_cfg, init_adapter=str(sft_dir),
+                    progress=False)
+    r1 = rft.rounds[-1]
+    trained = r1.sft.steps if r1.sft else 0
+    row("rft", began, f"1 warm round: {r1.sampled} attempts at T=1.0, {r1.verified} verified, "
+        f"{r1.solved_tasks} tasks solved, {r1.kept} kept, {trained} SFT steps "
+        f"(sampling {r1.sample_seconds} s)", steps=trained)
+
+    samples = TrajectoryStore(out / "learn-rft" / "samples").read()
+    if late("dpo"):
+        return
+    began = time.perf_counter()
+    _reset_peak(device)
+    try:
+        dpo = train_dpo(on_policy_pool(samples, expert), str(folder), out / "learn-dpo",
+                        DPOConfig(**small, pairs="turn", beta=0.1, lr=1e-4, batch_size=4, max_steps=2 if dry else 6,
+                                  max_pairs_per_task=2), init_adapter=str(sft_dir), progress=False)
+        row("dpo", began, f"{dpo.pairs} pairs from the round's attempts, {dpo.steps} steps, {dpo.tokens} tokens",
+            steps=dpo.steps)
+    except ValueError as e:  # no pair at all: the row says so, GRPO still runs
+        row("dpo", began, f"not run: {e}")
+
+    if late("grpo"):
+        return
+    tasks, dropped = drop_solved(train, samples)
+    began = time.perf_counter()
+    _reset_peak(device)
+    grpo = train_grpo(tasks or train, str(folder), out / "learn-grpo",
+                      GRPOConfig(**small, steps=1 if dry else 3, batch_size=4 if dry else 8, group_size=4,
+                                 temperature=1.0, max_turns=6, max_new_tokens=192, lr=5e-4, curriculum=False),
+                      init_adapter=str(sft_dir), progress=False)
+    per_step = round(grpo.seconds / max(1, grpo.steps), 1)
+    row("grpo", began, f"{len(tasks)} tasks not solved by every attempt ({dropped} always solved, dropped), "
+        f"{grpo.steps} steps ({per_step} s a step), mean reward by step {[round(r, 2) for r in grpo.rewards]}, "
+        f"solved by step {[round(r, 2) for r in grpo.solve_rates]}, {grpo.trained_tokens} tokens trained "
+        f"(0: no group had signal) of {grpo.sampled_tokens} sampled", steps=grpo.steps)
