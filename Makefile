@@ -32,12 +32,13 @@ demo: install
 	$(BIN)/trajforge demo --out runs/demo
 
 # Two workers (CI has 2 cores), a test file per worker at a time: its module fixtures build once.
+# Files with a slow test go first (tests/conftest.py), in that order: none is left to run alone at the end.
 # Each worker's torch keeps to one thread (tests/conftest.py), so the two do not fight for cores.
 # --durations: CI's log names the slowest tests, so the suite's 15-minute budget can be kept.
 TEST_WORKERS ?= 2
 
 test: install sysdeps
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

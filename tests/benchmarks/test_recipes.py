@@ -14,6 +14,7 @@ def split():
     return task_splits(Namespace(n=260, seed=0, heldout_dbs=[0, 1]))
 
 
+@pytest.mark.slow
 def test_recipes_heldout_never_meets_train(split):
     train, heldout = split["train"], split["heldout"]
     assert (len(train), len(split["test"]), len(heldout)) == (182, 39, 186)

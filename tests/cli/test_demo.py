@@ -2,12 +2,14 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.tiny import build_tiny_model
 from trajforge.cli.main import app
 
 
+@pytest.mark.slow
 def test_demo_writes_metrics_and_report(tmp_path):
     model = build_tiny_model(tmp_path / "tiny")
     out = tmp_path / "run"

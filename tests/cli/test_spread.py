@@ -72,6 +72,7 @@ def episodes(store) -> dict[str, tuple]:
             for t in TrajectoryStore(store)}
 
 
+@pytest.mark.slow
 def test_two_workers_store_what_one_process_stores_each_in_its_own_shard(pool, model, tmp_path):
     tasks, path = pool
     one = runner.invoke(app, collect_args(path, model, tmp_path / "one"))
@@ -98,6 +99,7 @@ def test_two_workers_store_what_one_process_stores_each_in_its_own_shard(pool, m
     assert [s.read_bytes() for s in shards] == before
 
 
+@pytest.mark.slow
 def test_eval_over_two_workers_gives_the_one_process_metrics(pool, model, tmp_path):
     tasks, path = pool
     args = ["eval", "--tasks", str(path), "--policy", tiny_policy(model), "--policy", "expert",

@@ -133,6 +133,7 @@ def check_store(store: Path, tasks, policies: list[str], broken: set[tuple[str, 
 
 
 @pytest.mark.parametrize("policy_class", [HostilePolicy, AsyncHostilePolicy], ids=["batched", "async"])
+@pytest.mark.slow
 def test_collect_survives_hostile_replies_in_every_dialect(policy_class, tasks, tmp_path):
     started, replies, kinds = time.perf_counter(), 0, Counter()
     for dialect in DIALECTS:
@@ -175,6 +176,7 @@ def _server_reply(dialects: dict[str, HostileReplies]):
     return answer
 
 
+@pytest.mark.slow
 def test_cli_eval_survives_hostile_replies_over_http(tasks, tmp_path):
     started = time.perf_counter()
     pool = tmp_path / "tasks.jsonl"

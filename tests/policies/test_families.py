@@ -92,6 +92,7 @@ def request_body(model_name: str) -> dict:
 
 @pytest.mark.parametrize("mode", ["dialect", "template"])
 @pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.slow
 def test_the_loop_runs_on_each_architecture(family, mode, models, pool, root):
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
     from safetensors.torch import load_file
@@ -217,6 +218,7 @@ def test_a_model_without_a_chat_template_gets_the_default_and_a_file_chooses_ano
     assert make_policy(f"hf:{bare}?chat_template={chosen}").tokenizer.chat_template == template_text("phi3")
 
 
+@pytest.mark.slow
 def test_the_template_trained_with_is_the_one_eval_and_serve_render_with(bare, pool, root):
     """Train with --chat-template FILE; eval's policy and serve, given no flag, render the first turn
     of a training trajectory to the very ids the SFT sample holds."""

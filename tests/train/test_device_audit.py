@@ -44,6 +44,7 @@ class DeviceAudit(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_training_generation_and_serving_name_their_devices(tiny_model, expert_trajs, sql_tasks, tmp_path):
     from tests.train.rollouts import TokenScripted
     from trajforge.grade import graded

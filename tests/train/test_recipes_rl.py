@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from argparse import Namespace
 
+import pytest
+
 from benchmarks.recipes import preference_recipe, train_recipe
 from trajforge.store import TrajectoryStore
 from trajforge.train.sft import SFTConfig, train_sft
+
+pytestmark = pytest.mark.slow  # ~10 s each alone, a tiny model sampled, trained and sampled again
 
 
 def _sft_and_args(tiny_model, expert_trajs, tmp_path) -> Namespace:

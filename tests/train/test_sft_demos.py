@@ -75,6 +75,7 @@ def test_an_adapter_with_demos_runs_episodes_as_usual(adapter, tiny_model, sql_t
     assert plain.messages[1].content == heldout[0].prompt
 
 
+@pytest.mark.slow
 def test_adapters_trained_on_top_inherit_the_demonstrations(adapter, tiny_model, expert_trajs, sql_tasks,
                                                             tmp_path, monkeypatch):
     """SFT, DPO and GRPO on top of an adapter trained with demonstrations train with its block and

@@ -35,6 +35,7 @@ def store(tmp_path_factory, expert_trajs):
     return root
 
 
+@pytest.mark.slow
 def test_arms_train_the_same_batches_and_report_ratios(tiny_model, store, tmp_path, capsys):
     bench = load_bench()
     out = tmp_path / "report.json"
