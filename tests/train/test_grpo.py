@@ -132,6 +132,42 @@ def test_grpo_updates_parameters_with_golden_losses(rollouts, tiny_model, tmp_pa
     assert len(changed) == len(before)
 
 
+def _completion_logp(net, traj) -> float:
+    """Log-probability of every sampled completion of ``traj``, each in its own step's prompt: a
+    plain forward pass, none of GRPO's packing, batching or masking."""
+    total = 0.0
+    for step in traj.steps:
+        ids = torch.tensor([step.prompt_ids + step.completion_ids], device=net.device)
+        logp = torch.log_softmax(net(input_ids=ids).logits[0, :-1].float(), -1)
+        start = len(step.prompt_ids)
+        picked = logp[start - 1:].gather(-1, ids[0, start:].unsqueeze(-1))
+        total += float(picked.sum())
+    return total
+
+
+def test_an_update_moves_probability_from_failed_rollouts_to_successful_ones(rollouts, tiny_model, tmp_path):
+    """The update's direction, measured outside the loss code. Each task here has one success and
+    one wrong answer (advantages +1 / -1), so the step's loss is -(1/N)·M with M = Σ log p(success)
+    - Σ log p(failure) over the tasks' completions: a small step down the loss must raise M (first
+    order: by lr·|∇M|·const > 0 for Adam's first steps). A flipped sign, or advantages handed to the
+    wrong rollout in packing or batching, lowers it."""
+    cfg = GRPOConfig(r=4, alpha=8, dropout=0.0, lr=1e-3, micro_batch=3, kl_beta=0.0, seed=0)
+    net, tok = lora_model(tiny_model, cfg)
+    assert sorted(t.outcome.correct for t in rollouts) == [False] * 4 + [True] * 4
+
+    def margin() -> float:
+        with torch.no_grad():
+            return sum((1 if t.outcome.correct else -1) * _completion_logp(net, t) for t in rollouts)
+
+    before = margin()
+    r = to_rollouts(rollouts)
+    steps = CallBatches(lambda step: micro_batches(r, tok.pad_token_id, cfg, net.device))
+    fit(net, 2, steps, lambda model, micro, totals: micro_loss(model, micro, totals, cfg, net), cfg, tmp_path,
+        progress=False)
+    after = margin()
+    assert after > before + 1e-3, (before, after)
+
+
 def test_train_grpo_end_to_end_with_sampling(tiny_model, sql_tasks, tmp_path):
     train = [t for t in sql_tasks if t.split == "train"]
     cfg = GRPOConfig(r=4, alpha=8, steps=2, batch_size=2, group_size=3, max_turns=2, max_new_tokens=16,
