@@ -146,3 +146,73 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
         f"{grpo.steps} steps ({per_step} s a step), mean reward by step {[round(r, 2) for r in grpo.rewards]}, "
         f"solved by step {[round(r, 2) for r in grpo.solve_rates]}, {grpo.trained_tokens} tokens trained "
         f"(0: no group had signal) of {grpo.sampled_tokens} sampled", steps=grpo.steps)
+
+
+def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, lrs: list[float], steps: int,
+              table) -> None:
+    """GRPO from the same starting adapter at each learning rate, every step over all of ``train``
+    (so each step's solve rate is measured on the same tasks and steps compare): does GRPO sharpen
+    a policy that solves these tasks only some of the time at T = 1?"""
+    from trajforge.train.grpo import GRPOConfig, train_grpo
+
+    for lr in lrs:
+        began = time.perf_counter()
+        _reset_peak(device)
+        cfg = GRPOConfig(device=device, replay_share=0.0, r=16, alpha=32, dropout=0.0, max_len=2048, grad_accum=1,
+                         steps=steps, batch_size=len(train), group_size=4, temperature=1.0, max_turns=4,
+                         max_new_tokens=96, lr=lr, curriculum=False)
+        res = train_grpo(train, str(folder), out / f"arm-grpo-{lr:g}", cfg, init_adapter=str(sft_dir),
+                         progress=False)
+        table.add({"size": f"grpo lr {lr:g}", "device": device, "steps": res.steps,
+                   "seconds": round(time.perf_counter() - began, 1), "measured_gb": _peak_gb(device),
+                   "note": f"{len(train)} tasks × 4 rollouts every step; solved by step "
+                           f"{[round(r, 2) for r in res.solve_rates]}; mean reward by step "
+                           f"{[round(r, 2) for r in res.rewards]}; {res.trained_tokens} tokens trained"})
+
+
+def main() -> None:
+    """memorise → sft → GRPO arms, on their own (``gpu_check.py`` runs the stages once each)."""
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import gpu_check as gc_
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--dry-run", action="store_true", help="this CPU, 3 memorising steps, 1 GRPO step")
+    ap.add_argument("--lrs", default="1e-4,5e-4", help="comma-separated GRPO learning rates, one arm each")
+    ap.add_argument("--steps", type=int, default=6, help="GRPO steps per arm")
+    ap.add_argument("--tasks", type=int, default=16, help="train tasks (memorised, then rolled out)")
+    args = ap.parse_args()
+    gc_.bootstrap()
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trajforge.eval.run import collect
+    from trajforge.store import TrajectoryStore
+    from trajforge.tasks import synthesize
+    from trajforge.train.sft import SFTConfig, train_sft
+
+    device = "cpu" if args.dry_run else "cuda"
+    table = gc_.Table(args.out)
+    folder = gc_.model_folder(args.out / "model", gc_.LOOP_MODEL)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
+    train = [t for t in synthesize("sql", 40, seed=1).tasks if t.split == "train"][:args.tasks]
+    collect(train, gc_._expert(), args.out / "expert", show_progress=False)
+    expert = TrajectoryStore(args.out / "expert").read()
+    began = time.perf_counter()
+    m = memorise(folder, expert, device, 3 if args.dry_run else MEMORISE["steps"])
+    sft_dir = args.out / "sft"
+    train_sft(expert, str(folder), sft_dir, SFTConfig(device=device, replay_share=0.0, r=16, alpha=32, dropout=0.0,
+                                                      max_len=2048, grad_accum=1, max_steps=2, lr=1e-5,
+                                                      batch_size=4), progress=False)
+    table.add({"size": "memorise+sft", "device": device, "seconds": round(time.perf_counter() - began, 1),
+               "note": f"loss {m['first_loss']} → {m['last_loss']} over {m['sequences']} episodes"})
+    lrs = [float(x) for x in args.lrs.split(",") if x]
+    grpo_arms(args.out, folder, train, sft_dir, device, lrs, 1 if args.dry_run else args.steps, table)
+
+
+if __name__ == "__main__":
+    main()
