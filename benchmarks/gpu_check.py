@@ -22,9 +22,9 @@ says so. Each finished row is appended to ``OUT/gpu_check.jsonl`` and the table 
 ``OUT/gpu_check.md`` as it goes, so a run cut short still leaves its partial table.
 
 What the GPU machine lacks travels in ``benchmarks/gpu_bundle/`` (``gpu_bundle.sh``): cp312 wheels
-(unpacked into ``gpu_bundle/site`` and put at the END of ``sys.path``, so the machine's own
-packages win) and the embedded model's tokenizer files (``gpu_bundle/tokenizer``). The repository
-is used from its checkout (no install).
+(unpacked into ``SITE``, outside the carried folder, and put at the END of ``sys.path``, so the
+machine's own packages win) and the embedded model's tokenizer files (``gpu_bundle/tokenizer``).
+The repository is used from its checkout (no install).
 """
 
 from __future__ import annotations
@@ -34,12 +34,16 @@ import gc
 import json
 import shutil
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "benchmarks" / "gpu_bundle"
+SITE = Path(tempfile.gettempdir()) / "trajforge-gpu-bundle-site"
+"""Where the wheels are unpacked: not inside the bundle, which a dry run here would otherwise
+grow past the 64 MiB the device run may carry."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
 
 SIZES = {"0.5b": "qwen2.5-0.5b", "1.5b": "qwen2.5-1.5b", "7b": "qwen2.5-7b"}
@@ -60,16 +64,17 @@ DRY_SLOWDOWN = 8.0
 
 
 def bootstrap() -> None:
-    """The checkout and the bundle's wheels on ``sys.path`` (wheels unpacked once into ``site``)."""
+    """The checkout and the bundle's wheels on ``sys.path`` (wheels unpacked once into ``SITE``)."""
     sys.path.insert(0, str(ROOT))
     wheels = sorted((BUNDLE / "wheels").glob("*.whl"))
-    site = BUNDLE / "site"
-    if wheels and not (site / ".unpacked").exists():
+    site = SITE
+    names = "\n".join(w.name for w in wheels)
+    if wheels and not ((site / ".unpacked").exists() and (site / ".unpacked").read_text() == names):
         site.mkdir(parents=True, exist_ok=True)
         for wheel in wheels:  # a wheel is a zip of its import folders: unpacking is installing
             with zipfile.ZipFile(wheel) as z:
                 z.extractall(site)
-        (site / ".unpacked").write_text("\n".join(w.name for w in wheels))
+        (site / ".unpacked").write_text(names)
     if site.exists():
         sys.path.append(str(site))
 

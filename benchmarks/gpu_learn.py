@@ -52,6 +52,25 @@ def memorise(folder: Path, expert: list, device: str, steps: int) -> dict:
     return {"first_loss": round(losses[0], 3), "last_loss": round(losses[-1], 3), "sequences": len(samples)}
 
 
+def small(device: str) -> dict:
+    """Adapter and loop settings every stage here shares (replay off: it would self-distill the
+    memorised model's prompts, which is beside the point)."""
+    return {"device": device, "replay_share": 0.0, "r": 16, "alpha": 32, "dropout": 0.0, "max_len": 2048,
+            "grad_accum": 1}
+
+
+def starting_adapter(folder: Path, expert: list, device: str, dry: bool, sft_dir: Path) -> tuple[dict, int]:
+    """Memorise the expert episodes into ``folder``'s model, then a 2-step ``train_sft`` adapter at a
+    tiny learning rate (so the stages after it start from an adapter, as they do in use, on a
+    policy that still replays its tasks): (memorising's losses, sft steps)."""
+    from trajforge.train.sft import SFTConfig, train_sft
+
+    m = memorise(folder, expert, device, 3 if dry else MEMORISE["steps"])
+    sft = train_sft(expert, str(folder), sft_dir, SFTConfig(**small(device), max_steps=2, lr=1e-5, batch_size=4),
+                    progress=False)
+    return m, sft.steps
+
+
 def _peak_gb(device: str) -> float | None:
     import torch
 
@@ -76,10 +95,8 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
     from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
     from trajforge.train.grpo import GRPOConfig, drop_solved, train_grpo
     from trajforge.train.rft import RFTConfig, train_rft
-    from trajforge.train.sft import SFTConfig, train_sft
 
-    small = {"device": device, "replay_share": 0.0, "r": 16, "alpha": 32, "dropout": 0.0, "max_len": 2048,
-             "grad_accum": 1}
+    shared = small(device)
 
     def late(stage: str) -> bool:
         if time.perf_counter() < deadline:
@@ -93,22 +110,20 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
 
     began = time.perf_counter()
     _reset_peak(device)
-    m = memorise(folder, expert, device, 3 if dry else MEMORISE["steps"])
     sft_dir = out / "learn-sft"
-    sft = train_sft(expert, str(folder), sft_dir, SFTConfig(**small, max_steps=2, lr=1e-5, batch_size=4),
-                    progress=False)
+    m, sft_steps = starting_adapter(folder, expert, device, dry, sft_dir)
     greedy = collect(train, HFPolicy(str(folder), adapter=str(sft_dir), device=device, max_new_tokens=192),
                      out / "learn-greedy", show_progress=False)
     solved = sum(1 for t in greedy if t.outcome is not None and t.outcome.correct)
     row("memorise+sft", began, f"full-parameter memorising, {MEMORISE['steps'] if not dry else 3} steps over "
-        f"{m['sequences']} expert episodes: loss {m['first_loss']} → {m['last_loss']}; then sft {sft.steps} "
-        f"steps; greedy: {solved}/{len(greedy)} train tasks solved", steps=sft.steps)
+        f"{m['sequences']} expert episodes: loss {m['first_loss']} → {m['last_loss']}; then sft {sft_steps} "
+        f"steps; greedy: {solved}/{len(greedy)} train tasks solved", steps=sft_steps)
 
     if late("rft"):
         return
     began = time.perf_counter()
     _reset_peak(device)
-    rft_cfg = RFTConfig(**small, rounds=1, attempts=2 if dry else 4, temperature=1.0, warm_start=True,
+    rft_cfg = RFTConfig(**shared, rounds=1, attempts=2 if dry else 4, temperature=1.0, warm_start=True,
                         lr=1e-4, batch_size=4, max_steps=2 if dry else 8, max_new_tokens=192, max_turns=6)
     rft = train_rft(train, expert, str(folder), out / "learn-rft", rft_cfg, init_adapter=str(sft_dir),
                     progress=False)
@@ -125,7 +140,7 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
     _reset_peak(device)
     try:
         dpo = train_dpo(on_policy_pool(samples, expert), str(folder), out / "learn-dpo",
-                        DPOConfig(**small, pairs="turn", beta=0.1, lr=1e-4, batch_size=4, max_steps=2 if dry else 6,
+                        DPOConfig(**shared, pairs="turn", beta=0.1, lr=1e-4, batch_size=4, max_steps=2 if dry else 6,
                                   max_pairs_per_task=2), init_adapter=str(sft_dir), progress=False)
         row("dpo", began, f"{dpo.pairs} pairs from the round's attempts, {dpo.steps} steps, {dpo.tokens} tokens",
             steps=dpo.steps)
@@ -138,7 +153,7 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
     began = time.perf_counter()
     _reset_peak(device)
     grpo = train_grpo(tasks or train, str(folder), out / "learn-grpo",
-                      GRPOConfig(**small, steps=1 if dry else 3, batch_size=4 if dry else 8, group_size=4,
+                      GRPOConfig(**shared, steps=1 if dry else 3, batch_size=4 if dry else 8, group_size=4,
                                  temperature=1.0, max_turns=6, max_new_tokens=192, lr=5e-4, curriculum=False),
                       init_adapter=str(sft_dir), progress=False)
     per_step = round(grpo.seconds / max(1, grpo.steps), 1)
@@ -158,9 +173,8 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
     for lr in lrs:
         began = time.perf_counter()
         _reset_peak(device)
-        cfg = GRPOConfig(device=device, replay_share=0.0, r=16, alpha=32, dropout=0.0, max_len=2048, grad_accum=1,
-                         steps=steps, batch_size=len(train), group_size=4, temperature=1.0, max_turns=4,
-                         max_new_tokens=96, lr=lr, curriculum=False)
+        cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4, temperature=1.0,
+                         max_turns=4, max_new_tokens=96, lr=lr, curriculum=False)
         res = train_grpo(train, str(folder), out / f"arm-grpo-{lr:g}", cfg, init_adapter=str(sft_dir),
                          progress=False)
         table.add({"size": f"grpo lr {lr:g}", "device": device, "steps": res.steps,
@@ -192,7 +206,6 @@ def main() -> None:
     from trajforge.eval.run import collect
     from trajforge.store import TrajectoryStore
     from trajforge.tasks import synthesize
-    from trajforge.train.sft import SFTConfig, train_sft
 
     device = "cpu" if args.dry_run else "cuda"
     table = gc_.Table(args.out)
@@ -203,11 +216,8 @@ def main() -> None:
     collect(train, gc_._expert(), args.out / "expert", show_progress=False)
     expert = TrajectoryStore(args.out / "expert").read()
     began = time.perf_counter()
-    m = memorise(folder, expert, device, 3 if args.dry_run else MEMORISE["steps"])
     sft_dir = args.out / "sft"
-    train_sft(expert, str(folder), sft_dir, SFTConfig(device=device, replay_share=0.0, r=16, alpha=32, dropout=0.0,
-                                                      max_len=2048, grad_accum=1, max_steps=2, lr=1e-5,
-                                                      batch_size=4), progress=False)
+    m, _ = starting_adapter(folder, expert, device, args.dry_run, sft_dir)
     table.add({"size": "memorise+sft", "device": device, "seconds": round(time.perf_counter() - began, 1),
                "note": f"loss {m['first_loss']} → {m['last_loss']} over {m['sequences']} episodes"})
     lrs = [float(x) for x in args.lrs.split(",") if x]
