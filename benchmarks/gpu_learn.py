@@ -14,6 +14,7 @@ trained tokens), not what it would do for a real model: these are memorised task
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from pathlib import Path
@@ -175,13 +176,16 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
         _reset_peak(device)
         cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4, temperature=1.0,
                          max_turns=4, max_new_tokens=96, lr=lr, curriculum=False)
-        res = train_grpo(train, str(folder), out / f"arm-grpo-{lr:g}", cfg, init_adapter=str(sft_dir),
-                         progress=False)
+        arm = out / f"arm-grpo-{lr:g}"
+        res = train_grpo(train, str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
+        curves = [json.loads(line) for line in (arm / "curves.jsonl").read_text().splitlines()]
+        down = [round(c.get("down_token_share", 0.0), 2) for c in curves]
         table.add({"size": f"grpo lr {lr:g}", "device": device, "steps": res.steps,
                    "seconds": round(time.perf_counter() - began, 1), "measured_gb": _peak_gb(device),
                    "note": f"{len(train)} tasks × 4 rollouts every step; solved by step "
                            f"{[round(r, 2) for r in res.solve_rates]}; mean reward by step "
-                           f"{[round(r, 2) for r in res.rewards]}; {res.trained_tokens} tokens trained"})
+                           f"{[round(r, 2) for r in res.rewards]}; share of loss tokens pushed down by step "
+                           f"{down}; {res.trained_tokens} tokens trained"})
 
 
 def main() -> None:

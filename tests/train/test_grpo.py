@@ -30,6 +30,11 @@ def test_group_relative_advantages_and_exact_tokens(rollouts):
     # each task: one success, one wrong answer → advantages +1 / -1, every group informative
     assert r.stats["groups"] == r.stats["informative_groups"] == 4
     assert sorted(r.advantages) == pytest.approx([-1] * 4 + [1] * 4, abs=1e-5)
+    # the loss tokens' split by advantage sign, counted from the trajectories' own completions
+    down = sum(len(s.completion_ids) for t in rollouts if not t.outcome.correct for s in t.steps)
+    every = sum(len(s.completion_ids) for t in rollouts for s in t.steps)
+    assert r.stats["down_token_share"] == pytest.approx(down / every)
+    assert r.stats["token_advantage_mean"] == pytest.approx((every - 2 * down) / every, abs=1e-5)
     # The template is prefix-stable: one sequence per rollout, ending in its last step's ids
     # verbatim, with one loss span per step over that step's sampled completion.
     assert len(r.sequences) == len(rollouts)

@@ -199,7 +199,24 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
         out.sequences.extend(Packed(ids, [span for _, span in spans], len(out.advantages), _behaviour(t, ids, spans))
                              for ids, spans in _packed(t))
         out.advantages.append(a)
+    out.stats |= token_balance(out)
     return out
+
+
+def token_balance(rollouts: Rollouts) -> dict[str, float]:
+    """How the step's loss tokens split by the sign of their rollout's advantage.
+
+    Why: the loss is a mean over tokens, so a rollout's weight is its length. Failed rollouts that
+    run to the token limit can hold most of the tokens even when their advantages are small, and
+    the step then mostly pushes sampled tokens down. ``down_token_share``: the share of loss
+    tokens with a negative advantage (0.5: balanced); ``token_advantage_mean``: the per-token mean
+    advantage (below 0: the step pushes down more than it pulls up)."""
+    sizes = [(loss_tokens(seq), rollouts.advantages[seq.rollout]) for seq in rollouts.sequences]
+    total = sum(n for n, _ in sizes)
+    if not total:
+        return {"down_token_share": 0.0, "token_advantage_mean": 0.0}
+    return {"down_token_share": sum(n for n, a in sizes if a < 0) / total,
+            "token_advantage_mean": sum(n * a for n, a in sizes) / total}
 
 
 def loss_tokens(seq: Packed) -> int:
