@@ -227,6 +227,15 @@ def generation_tokens_per_s(net, tok, new_tokens: int) -> float:
     return round(GEN_PROMPTS * new_tokens / (time.perf_counter() - t0), 1)
 
 
+def reset_peak(device: str) -> None:
+    """Free cached blocks and restart ``max_memory_allocated``, so the next row's peak is its own."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
 def _sync(device) -> None:
     import torch
 
@@ -251,9 +260,7 @@ def check_loop(out: Path, device: str, dry: bool, table: Table, deadline: float)
         table.add({"size": "loop", "note": "skipped: total time cap"})
         return None
     folder = model_folder(out / "model-loop", LOOP_MODEL)
-    if device.startswith("cuda"):  # the row's peak is the loop's own, not the last size's
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+    reset_peak(device)  # the row's peak is the loop's own, not the last size's
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
     report = synthesize("sql", 40, seed=1)

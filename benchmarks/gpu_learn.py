@@ -78,18 +78,11 @@ def _peak_gb(device: str) -> float | None:
     return round(torch.cuda.max_memory_allocated() / 2**30, 3) if device.startswith("cuda") else None
 
 
-def _reset_peak(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-
-
 def check_learning(out: Path, folder: Path, train: list, expert: list, device: str, dry: bool, table,
                    deadline: float) -> None:
     """memorise → sft → rft → dpo → grpo on ``device``; a table row per stage, as each finishes.
     A stage that would start past ``deadline`` is skipped, and its row says so."""
+    from benchmarks.gpu_check import reset_peak
     from trajforge.eval.run import collect
     from trajforge.policies.hf import HFPolicy
     from trajforge.store import TrajectoryStore
@@ -110,7 +103,7 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
                    "measured_gb": _peak_gb(device), "note": note, **extra})
 
     began = time.perf_counter()
-    _reset_peak(device)
+    reset_peak(device)
     sft_dir = out / "learn-sft"
     m, sft_steps = starting_adapter(folder, expert, device, dry, sft_dir)
     greedy = collect(train, HFPolicy(str(folder), adapter=str(sft_dir), device=device, max_new_tokens=192),
@@ -123,7 +116,7 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
     if late("rft"):
         return
     began = time.perf_counter()
-    _reset_peak(device)
+    reset_peak(device)
     rft_cfg = RFTConfig(**shared, rounds=1, attempts=2 if dry else 4, temperature=1.0, warm_start=True,
                         lr=1e-4, batch_size=4, max_steps=2 if dry else 8, max_new_tokens=192, max_turns=6)
     rft = train_rft(train, expert, str(folder), out / "learn-rft", rft_cfg, init_adapter=str(sft_dir),
@@ -138,7 +131,7 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
     if late("dpo"):
         return
     began = time.perf_counter()
-    _reset_peak(device)
+    reset_peak(device)
     try:
         dpo = train_dpo(on_policy_pool(samples, expert), str(folder), out / "learn-dpo",
                         DPOConfig(**shared, pairs="turn", beta=0.1, lr=1e-4, batch_size=4, max_steps=2 if dry else 6,
@@ -152,7 +145,7 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
         return
     tasks, dropped = drop_solved(train, samples)
     began = time.perf_counter()
-    _reset_peak(device)
+    reset_peak(device)
     grpo = train_grpo(tasks or train, str(folder), out / "learn-grpo",
                       GRPOConfig(**shared, steps=1 if dry else 3, batch_size=4 if dry else 8, group_size=4,
                                  temperature=1.0, max_turns=6, max_new_tokens=192, lr=5e-4, curriculum=False),
@@ -169,11 +162,12 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
     """GRPO from the same starting adapter at each learning rate, every step over all of ``train``
     (so each step's solve rate is measured on the same tasks and steps compare): does GRPO sharpen
     a policy that solves these tasks only some of the time at T = 1?"""
+    from benchmarks.gpu_check import reset_peak
     from trajforge.train.grpo import GRPOConfig, train_grpo
 
     for lr in lrs:
         began = time.perf_counter()
-        _reset_peak(device)
+        reset_peak(device)
         cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4, temperature=1.0,
                          max_turns=4, max_new_tokens=96, lr=lr, curriculum=False)
         arm = out / f"arm-grpo-{lr:g}"
