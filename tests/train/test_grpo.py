@@ -137,16 +137,16 @@ def test_grpo_updates_parameters_with_golden_losses(rollouts, tiny_model, tmp_pa
     assert len(changed) == len(before)
 
 
-def _completion_logp(net, traj) -> float:
+def _completion_logp(net, traj) -> torch.Tensor:
     """Log-probability of every sampled completion of ``traj``, each in its own step's prompt: a
     plain forward pass, none of GRPO's packing, batching or masking."""
-    total = 0.0
+    total = torch.zeros(())
     for step in traj.steps:
         ids = torch.tensor([step.prompt_ids + step.completion_ids], device=net.device)
         logp = torch.log_softmax(net(input_ids=ids).logits[0, :-1].float(), -1)
         start = len(step.prompt_ids)
         picked = logp[start - 1:].gather(-1, ids[0, start:].unsqueeze(-1))
-        total += float(picked.sum())
+        total = total + picked.sum()
     return total
 
 
@@ -162,7 +162,7 @@ def test_an_update_moves_probability_from_failed_rollouts_to_successful_ones(rol
 
     def margin() -> float:
         with torch.no_grad():
-            return sum((1 if t.outcome.correct else -1) * _completion_logp(net, t) for t in rollouts)
+            return sum((1 if t.outcome.correct else -1) * float(_completion_logp(net, t)) for t in rollouts)
 
     before = margin()
     r = to_rollouts(rollouts)
@@ -171,6 +171,34 @@ def test_an_update_moves_probability_from_failed_rollouts_to_successful_ones(rol
         progress=False)
     after = margin()
     assert after > before + 1e-3, (before, after)
+
+
+@pytest.mark.parametrize("norm", ["token", "sequence"])
+def test_loss_norm_weighs_rollouts_by_length_or_alike(rollouts, tiny_model, norm):
+    """The step's gradient against one computed from plain per-rollout forward passes: ``token``
+    is Σ_r A_r·Σ_t log p / (all loss tokens) — a rollout weighs by its length —, ``sequence`` is
+    the mean over rollouts of A_r·(mean of its log p), every rollout alike. Micro-batches of 3
+    split rollouts apart, so the shares must add up across them."""
+    cfg = GRPOConfig(r=4, alpha=8, dropout=0.0, micro_batch=3, kl_beta=0.0, loss_norm=norm)
+    net, tok = lora_model(tiny_model, cfg)
+    params = {n: p for n, p in net.named_parameters() if p.requires_grad}
+    r = to_rollouts(rollouts)
+    assert len(r.advantages) == len(rollouts)  # every group has signal: advantages follow the rollouts
+    loss, _ = grpo_loss(net, r, tok.pad_token_id, cfg)
+    got = {n: p.grad.clone() for n, p in params.items()}
+    net.zero_grad(set_to_none=True)
+    lengths = [sum(len(s.completion_ids) for s in t.steps) for t in rollouts]
+    if norm == "token":
+        weights, expected = [1 / sum(lengths)] * len(rollouts), -r.stats["token_advantage_mean"]
+    else:
+        weights, expected = [1 / (n * len(rollouts)) for n in lengths], -sum(r.advantages) / len(rollouts)
+    assert float(loss) == pytest.approx(expected, abs=1e-5)  # ratio 1: the loss is −(weighted mean of A)
+    reference = sum(-a * w * _completion_logp(net, t) for t, a, w in zip(rollouts, r.advantages, weights))
+    reference.backward()
+    for n, p in params.items():
+        assert torch.allclose(got[n], p.grad, rtol=1e-3, atol=1e-7), n
+    if norm == "sequence":  # unequal lengths: the two norms really differ here
+        assert len(set(lengths)) > 1
 
 
 def test_train_grpo_end_to_end_with_sampling(tiny_model, sql_tasks, tmp_path):

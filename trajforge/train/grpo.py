@@ -13,7 +13,8 @@ Each step:
    sequences as exactness allows (``pack_steps``), built from ``prompt_ids + completion_ids``
    exactly as generated (never re-tokenised text), with loss on each step's ``completion_ids``
    span; prompts and tool results are context with zero weight. Clipped surrogate,
-   optional k3 KL to the reference (the starting model: adapter disabled), token-mean.
+   optional k3 KL to the reference (the starting model: adapter disabled), token-mean
+   (``loss_norm="sequence"``: a mean per rollout, then over rollouts).
 
 Rollouts come from the local hf policy here. At scale, the same loss takes rollouts from a vLLM /
 SGLang server that returns token ids (policies/openai.py stores them on the step); only step 2
@@ -26,7 +27,7 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -75,6 +76,10 @@ class GRPOConfig(LoraSettings):
     """Gradient steps per rollout batch (μ); > 1 reuses rollouts with the clipped ratio."""
     scale_advantages: bool = True
     """Divide by the group std (GRPO); False is Dr. GRPO's unscaled advantage."""
+    loss_norm: Literal["token", "sequence"] = "token"
+    """How the step's loss is averaged: over all its loss tokens (DAPO's token mean: a rollout
+    weighs by its length, so long failed rollouts dominate — see ``down_token_share``), or per
+    rollout first, then over rollouts (GRPO's original: every rollout weighs the same)."""
     micro_batch: int = 8
     """Sequences per forward/backward pass (memory bound); gradients accumulate."""
     curriculum: bool = True
@@ -242,9 +247,12 @@ def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) ->
     import torch
 
     seqs = sorted(rollouts.sequences, key=lambda s: len(s.ids))  # similar lengths → less padding
+    per_rollout = rollout_tokens(rollouts)
     out = []
     for i in range(0, len(seqs), cfg.micro_batch):
         chunk = seqs[i: i + cfg.micro_batch]
+        # A sequence's share of its rollout: summed over micro-batches and processes, the rollouts.
+        shares = [loss_tokens(s) / per_rollout[s.rollout] for s in chunk]
         ids, att, labels = rollout_batch(chunk, pad, device)
         behaviour = None
         if cfg.tis_cap > 0 and all(s.behaviour is not None for s in chunk):
@@ -253,13 +261,23 @@ def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) ->
                                      device=device)[:, 1:]  # position t scores token t+1
         out.append({"input_ids": ids, "attention_mask": att, "labels": labels, "behaviour": behaviour,
                     "advantages": torch.tensor([rollouts.advantages[s.rollout] for s in chunk], device=device),
-                    "counts": {"tokens": float(sum(loss_tokens(s) for s in chunk))}})
+                    "weights": (torch.tensor([1.0 / per_rollout[s.rollout] for s in chunk], device=device)
+                                if cfg.loss_norm == "sequence" else None),
+                    "counts": {"tokens": float(sum(loss_tokens(s) for s in chunk)), "rollouts": sum(shares)}})
+    return out
+
+
+def rollout_tokens(rollouts: Rollouts) -> dict[int, int]:
+    """Loss tokens per rollout, over all its packed sequences."""
+    out: dict[int, int] = {}
+    for seq in rollouts.sequences:
+        out[seq.rollout] = out.get(seq.rollout, 0) + loss_tokens(seq)
     return out
 
 
 def micro_loss(model, micro: dict[str, Any], totals: dict[str, float], cfg: GRPOConfig, net=None,
                share: bool | None = None):
-    """One micro-batch's share of the step's token-mean policy-gradient loss (+ k3 KL to the
+    """One micro-batch's share of the step's policy-gradient loss (+ k3 KL to the
     starting model when ``cfg.kl_beta`` > 0; ``net`` is the unwrapped peft model for that pass)."""
     import torch
 
@@ -271,9 +289,10 @@ def micro_loss(model, micro: dict[str, Any], totals: dict[str, float], cfg: GRPO
         with torch.no_grad(), net.disable_adapter():
             ref = token_logprobs(net, ids, att, labels, share)
     logp = model(token_logprobs, ids, att, labels, share)
-    denom = torch.tensor(max(1.0, totals["tokens"]), dtype=logp.dtype, device=logp.device)
+    count = totals["rollouts"] if cfg.loss_norm == "sequence" else totals["tokens"]
+    denom = torch.tensor(max(1.0, count), dtype=logp.dtype, device=logp.device)
     return policy_gradient_loss(logp, logp.detach(), micro["advantages"].to(logp.dtype), mask, cfg.clip, ref,
-                                cfg.kl_beta, micro["behaviour"], cfg.tis_cap, denom)
+                                cfg.kl_beta, micro["behaviour"], cfg.tis_cap, denom, micro.get("weights"))
 
 
 def grpo_loss(net, rollouts: Rollouts, pad: int, cfg: GRPOConfig, backward: bool = True):
@@ -285,7 +304,7 @@ def grpo_loss(net, rollouts: Rollouts, pad: int, cfg: GRPOConfig, backward: bool
 
     device = next(net.parameters()).device
     micro = micro_batches(rollouts, pad, cfg, device)
-    totals = {"tokens": sum(m["counts"]["tokens"] for m in micro)}
+    totals = {k: sum(m["counts"][k] for m in micro) for k in ("tokens", "rollouts")}
     loss_sum = torch.zeros((), device=device)
     kl = 0.0
     for m in micro:
@@ -344,7 +363,7 @@ def null_micro(pad: int, device) -> dict[str, Any]:
     rollouts = Rollouts(sequences=[Packed([pad, pad], [(1, 2)], 0)], advantages=[0.0])
     micro = micro_batches(rollouts, pad, GRPOConfig(micro_batch=1), device)[0]
     micro["advantages"] = torch.zeros(1, device=device)
-    micro["counts"] = {"tokens": 0.0}
+    micro["counts"] = {"tokens": 0.0, "rollouts": 0.0}
     return micro
 
 

@@ -172,7 +172,8 @@ def group_advantages(rewards, groups, scale: bool = True, eps: float = 1e-6):
 
 
 def policy_gradient_loss(logp, old_logp, advantages, mask, clip: float = 0.2, ref_logp=None,
-                         kl_beta: float = 0.0, behaviour_logp=None, tis_cap: float = 0.0, denom=None):
+                         kl_beta: float = 0.0, behaviour_logp=None, tis_cap: float = 0.0, denom=None,
+                         weights=None):
     """Clipped policy-gradient loss with an optional KL penalty, averaged over loss tokens.
 
     ``logp``/``old_logp``/``ref_logp``/``mask`` are [B, T] token tensors; ``advantages`` is [B]
@@ -182,7 +183,9 @@ def policy_gradient_loss(logp, old_logp, advantages, mask, clip: float = 0.2, re
     exp(ref − logp) − (ref − logp) − 1 (non-negative, unbiased), as in GRPO. Averaging over all loss
     tokens of the batch (not per sequence first) keeps long and short turns weighted per token;
     ``denom`` is that token count when the batch is split over micro-batches and processes (the
-    default: this call's own loss tokens).
+    default: this call's own loss tokens). ``weights`` ([B], default 1) scales every token of a
+    sequence, e.g. 1 / its rollout's loss tokens with ``denom`` = the rollouts: a mean per
+    rollout, then over rollouts (GRPO's original normalisation).
 
     Truncated importance sampling (``tis_cap`` > 0, with ``behaviour_logp`` the log-probs the
     rollout server reported for the sampled tokens): a server samples with other kernels and
@@ -198,6 +201,8 @@ def policy_gradient_loss(logp, old_logp, advantages, mask, clip: float = 0.2, re
     adv = advantages.unsqueeze(-1)
     surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
     per_token = -surrogate
+    if weights is not None:
+        mask = mask * weights.to(mask.dtype).unsqueeze(-1)
     n = mask.sum().clamp(min=1) if denom is None else denom
     stats = {}
     if behaviour_logp is not None and tis_cap > 0:
