@@ -43,14 +43,29 @@ def memorise(folder: Path, expert: list, device: str, steps: int) -> dict:
     losses = []
     for _ in range(steps):
         batch = collate(rng.sample(samples, min(MEMORISE["batch"], len(samples))), pad, device=device)
-        loss = net(**batch).loss
+        loss = assistant_loss(net, batch)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        if len(losses) % 25 == 0:
+            print(f"memorise step {len(losses)}/{steps}: loss {losses[-1]:.3f}", flush=True)
     net.save_pretrained(folder)
     del net, opt
     return {"first_loss": round(losses[0], 3), "last_loss": round(losses[-1], 3), "sequences": len(samples)}
+
+
+def assistant_loss(net, batch: dict):
+    """The causal-LM loss on the labelled (assistant) tokens, with only their hidden states through
+    the vocabulary projection: on a 4-layer model with a 49k vocabulary the projection of every
+    prompt token is most of a step's work, and a CPU run of this file needs it gone."""
+    import torch
+
+    hidden = net.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    labels = batch["labels"][:, 1:]
+    keep = labels != -100
+    logits = net.lm_head(hidden[:, :-1][keep])
+    return torch.nn.functional.cross_entropy(logits.float(), labels[keep])
 
 
 def small(device: str) -> dict:
@@ -60,13 +75,14 @@ def small(device: str) -> dict:
             "grad_accum": 1}
 
 
-def starting_adapter(folder: Path, expert: list, device: str, dry: bool, sft_dir: Path) -> tuple[dict, int]:
+def starting_adapter(folder: Path, expert: list, device: str, dry: bool, sft_dir: Path,
+                     steps: int = MEMORISE["steps"]) -> tuple[dict, int]:
     """Memorise the expert episodes into ``folder``'s model, then a 2-step ``train_sft`` adapter at a
     tiny learning rate (so the stages after it start from an adapter, as they do in use, on a
     policy that still replays its tasks): (memorising's losses, sft steps)."""
     from trajforge.train.sft import SFTConfig, train_sft
 
-    m = memorise(folder, expert, device, 3 if dry else MEMORISE["steps"])
+    m = memorise(folder, expert, device, 3 if dry else steps)
     sft = train_sft(expert, str(folder), sft_dir, SFTConfig(**small(device), max_steps=2, lr=1e-5, batch_size=4),
                     progress=False)
     return m, sft.steps
@@ -157,29 +173,53 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
         f"(0: no group had signal) of {grpo.sampled_tokens} sampled", steps=grpo.steps)
 
 
+def sampled_solve(folder: Path, adapter: Path, train: list, device: str, samples: int) -> tuple[int, int]:
+    """(solved, attempts) over ``samples`` attempts per task at T = 1 with the arms' rollout
+    settings, always the same sampling seed, so two adapters are compared on common random numbers."""
+    from trajforge.grade import graded
+    from trajforge.harness import HarnessConfig, run_episodes
+    from trajforge.policies.hf import HFPolicy
+
+    policy = HFPolicy(str(folder), adapter=str(adapter), device=device, temperature=1.0, seed=4242,
+                      max_new_tokens=96, batch_size=64)
+    trajs = [graded(t) for t in run_episodes(train, policy, HarnessConfig(max_turns=4, max_consecutive_errors=4),
+                                             samples=samples)]
+    return sum(bool(t.outcome and t.outcome.correct) for t in trajs), len(trajs)
+
+
 def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, lrs: list[float], steps: int,
-              table) -> None:
-    """GRPO from the same starting adapter at each learning rate, every step over all of ``train``
-    (so each step's solve rate is measured on the same tasks and steps compare): does GRPO sharpen
-    a policy that solves these tasks only some of the time at T = 1?"""
+              table, norms: tuple[str, ...] = ("token",), eval_samples: int = 0) -> None:
+    """GRPO from the same starting adapter at each learning rate and loss normalisation, every step
+    over all of ``train`` (so each step's solve rate is measured on the same tasks and steps
+    compare): does GRPO sharpen a policy that solves these tasks only some of the time at T = 1?
+    With ``eval_samples``, the starting adapter's and each arm's solve rate over that many
+    attempts per task (the steps' own rates are 4 attempts a task: too few to tell arms apart)."""
     from benchmarks.gpu_check import reset_peak
     from trajforge.train.grpo import GRPOConfig, train_grpo
 
-    for lr in lrs:
+    if eval_samples:
+        began = time.perf_counter()
+        k, n = sampled_solve(folder, sft_dir, train, device, eval_samples)
+        table.add({"size": "grpo start", "device": device, "seconds": round(time.perf_counter() - began, 1),
+                   "note": f"starting adapter at T = 1: {k}/{n} solved"})
+    for lr, norm in [(lr, norm) for norm in norms for lr in lrs]:
         began = time.perf_counter()
         reset_peak(device)
         cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4, temperature=1.0,
-                         max_turns=4, max_new_tokens=96, lr=lr, curriculum=False)
-        arm = out / f"arm-grpo-{lr:g}"
+                         max_turns=4, max_new_tokens=96, lr=lr, curriculum=False, loss_norm=norm)
+        arm = out / f"arm-grpo-{norm}-{lr:g}"
         res = train_grpo(train, str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
         curves = [json.loads(line) for line in (arm / "curves.jsonl").read_text().splitlines()]
         down = [round(c.get("down_token_share", 0.0), 2) for c in curves]
-        table.add({"size": f"grpo lr {lr:g}", "device": device, "steps": res.steps,
+        table.add({"size": f"grpo {norm} lr {lr:g}", "device": device, "steps": res.steps,
                    "seconds": round(time.perf_counter() - began, 1), "measured_gb": _peak_gb(device),
                    "note": f"{len(train)} tasks × 4 rollouts every step; solved by step "
                            f"{[round(r, 2) for r in res.solve_rates]}; mean reward by step "
                            f"{[round(r, 2) for r in res.rewards]}; share of loss tokens pushed down by step "
-                           f"{down}; {res.trained_tokens} tokens trained"})
+                           f"{down}; {res.trained_tokens} tokens trained"
+                           + ("; after: {}/{} solved at T = 1".format(*sampled_solve(folder, arm, train, device,
+                                                                                      eval_samples))
+                              if eval_samples else "")})
 
 
 def main() -> None:
@@ -196,6 +236,14 @@ def main() -> None:
     ap.add_argument("--lrs", default="1e-4,5e-4", help="comma-separated GRPO learning rates, one arm each")
     ap.add_argument("--steps", type=int, default=6, help="GRPO steps per arm")
     ap.add_argument("--tasks", type=int, default=16, help="train tasks (memorised, then rolled out)")
+    ap.add_argument("--norms", default="token", help="comma-separated GRPO loss_norm values (token, sequence)")
+    ap.add_argument("--memorise-steps", type=int, default=MEMORISE["steps"],
+                    help="full-parameter steps that teach the random model its tasks")
+    ap.add_argument("--reuse", action="store_true", help="keep OUT's memorised model and sft adapter if there")
+    ap.add_argument("--eval-samples", type=int, default=0,
+                    help="also measure the solve rate at T = 1 with this many attempts per task, before "
+                         "the arms and after each (the same sampling seed: paired)")
+    ap.add_argument("--device", default="cuda", help="where to run (cpu: the whole check, slowly)")
     args = ap.parse_args()
     gc_.bootstrap()
     import torch
@@ -205,21 +253,24 @@ def main() -> None:
     from trajforge.store import TrajectoryStore
     from trajforge.tasks import synthesize
 
-    device = "cpu" if args.dry_run else "cuda"
+    device = "cpu" if args.dry_run else args.device
     table = gc_.Table(args.out)
-    folder = gc_.model_folder(args.out / "model", gc_.LOOP_MODEL)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
+    folder = args.out / "model"
     train = [t for t in synthesize("sql", 40, seed=1).tasks if t.split == "train"][:args.tasks]
-    collect(train, gc_._expert(), args.out / "expert", show_progress=False)
-    expert = TrajectoryStore(args.out / "expert").read()
-    began = time.perf_counter()
     sft_dir = args.out / "sft"
-    m, _ = starting_adapter(folder, expert, device, args.dry_run, sft_dir)
-    table.add({"size": "memorise+sft", "device": device, "seconds": round(time.perf_counter() - began, 1),
-               "note": f"loss {m['first_loss']} → {m['last_loss']} over {m['sequences']} episodes"})
+    if not (args.reuse and (sft_dir / "trajforge_adapter.json").exists()):
+        folder = gc_.model_folder(folder, gc_.LOOP_MODEL)
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
+        collect(train, gc_._expert(), args.out / "expert", show_progress=False)
+        expert = TrajectoryStore(args.out / "expert").read()
+        began = time.perf_counter()
+        m, _ = starting_adapter(folder, expert, device, args.dry_run, sft_dir, args.memorise_steps)
+        table.add({"size": "memorise+sft", "device": device, "seconds": round(time.perf_counter() - began, 1),
+                   "note": f"loss {m['first_loss']} → {m['last_loss']} over {m['sequences']} episodes"})
     lrs = [float(x) for x in args.lrs.split(",") if x]
-    grpo_arms(args.out, folder, train, sft_dir, device, lrs, 1 if args.dry_run else args.steps, table)
+    grpo_arms(args.out, folder, train, sft_dir, device, lrs, 1 if args.dry_run else args.steps, table,
+              tuple(n for n in args.norms.split(",") if n), args.eval_samples)
 
 
 if __name__ == "__main__":
