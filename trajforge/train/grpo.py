@@ -251,8 +251,7 @@ def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) ->
     out = []
     for i in range(0, len(seqs), cfg.micro_batch):
         chunk = seqs[i: i + cfg.micro_batch]
-        # A sequence's share of its rollout: summed over micro-batches and processes, the rollouts.
-        shares = [loss_tokens(s) / per_rollout[s.rollout] for s in chunk]
+        inverse = [1.0 / per_rollout[s.rollout] for s in chunk]
         ids, att, labels = rollout_batch(chunk, pad, device)
         behaviour = None
         if cfg.tis_cap > 0 and all(s.behaviour is not None for s in chunk):
@@ -261,9 +260,10 @@ def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) ->
                                      device=device)[:, 1:]  # position t scores token t+1
         out.append({"input_ids": ids, "attention_mask": att, "labels": labels, "behaviour": behaviour,
                     "advantages": torch.tensor([rollouts.advantages[s.rollout] for s in chunk], device=device),
-                    "weights": (torch.tensor([1.0 / per_rollout[s.rollout] for s in chunk], device=device)
-                                if cfg.loss_norm == "sequence" else None),
-                    "counts": {"tokens": float(sum(loss_tokens(s) for s in chunk)), "rollouts": sum(shares)}})
+                    "weights": torch.tensor(inverse, device=device) if cfg.loss_norm == "sequence" else None,
+                    # A sequence's share of its rollout: summed over micro-batches and processes, the rollouts.
+                    "counts": {"tokens": float(sum(loss_tokens(s) for s in chunk)),
+                               "rollouts": sum(loss_tokens(s) * w for s, w in zip(chunk, inverse))}})
     return out
 
 
