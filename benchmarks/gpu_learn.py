@@ -10,6 +10,12 @@ there), ``train dpo`` on the round's own attempts, and ``train grpo`` on the tas
 disagreed; each row says what it trained on, its seconds and peak device memory. What this checks
 is that each stage runs on the GPU and learns from real signal (GRPO's groups with signal, its
 trained tokens), not what it would do for a real model: these are memorised tasks.
+
+Run on its own (``main``), it asks whether GRPO raises a policy's solve rate at all. ``--bimodal``
+memorises each task's episode twice, once as the expert ended it and once submitting another
+task's answer (``wrong_answer_copies``): the policy then reaches every task's last turn and there
+chooses between the value in front of it and a memorised wrong one, so its failures sit at one
+decision, the kind of failure RL is for, instead of T = 1 noise spread over every token.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 MEMORISE = {"steps": 300, "batch": 16, "lr": 1e-3}
@@ -55,6 +62,36 @@ def memorise(folder: Path, expert: list, device: str, steps: int) -> dict:
     return {"first_loss": round(losses[0], 3), "last_loss": round(losses[-1], 3), "sequences": len(samples)}
 
 
+def wrong_answer_copies(expert: list) -> list:
+    """Each episode once more with its submitted answer, and the sentence naming it, swapped for the
+    next episode's (cyclically; the first that differs): a memorised policy's choice at the last
+    turn between the right value and a wrong one it has seen just as often."""
+    answers = [t.steps[-1].calls[0].arguments.get("answer") for t in expert]
+    copies = []
+    for i, traj in enumerate(expert):
+        right = answers[i]
+        wrong = next((a for a in answers[i + 1:] + answers[:i] if a != right), None)
+        if not isinstance(right, str) or not isinstance(wrong, str):
+            continue
+        at = max(k for k, m in enumerate(traj.messages) if m.role == "assistant")
+        copies.append(traj.model_copy(update={
+            "messages": [_swapped(m, right, wrong) if k == at else m for k, m in enumerate(traj.messages)],
+            "steps": [*traj.steps[:-1], _swapped(traj.steps[-1], right, wrong)]}))
+    return copies
+
+
+def _swapped(turn, right: str, wrong: str):
+    """A message or step whose text and submit call name ``wrong`` where they named ``right``."""
+    calls = [c.model_copy(update={"arguments": {**c.arguments, "answer": wrong}}) if c.name == "submit_answer"
+             else c for c in getattr(turn, "tool_calls", None) or getattr(turn, "calls", [])]
+    update = {"tool_calls" if hasattr(turn, "tool_calls") else "calls": calls}
+    for field in ("content", "raw"):
+        text = getattr(turn, field, None)
+        if isinstance(text, str):
+            update[field] = text.replace(right, wrong)
+    return turn.model_copy(update=update)
+
+
 def assistant_loss(net, batch: dict):
     """The causal-LM loss on the labelled (assistant) tokens, with only their hidden states through
     the vocabulary projection: on a 4-layer model with a 49k vocabulary the projection of every
@@ -76,13 +113,14 @@ def small(device: str) -> dict:
 
 
 def starting_adapter(folder: Path, expert: list, device: str, dry: bool, sft_dir: Path,
-                     steps: int = MEMORISE["steps"]) -> tuple[dict, int]:
-    """Memorise the expert episodes into ``folder``'s model, then a 2-step ``train_sft`` adapter at a
-    tiny learning rate (so the stages after it start from an adapter, as they do in use, on a
-    policy that still replays its tasks): (memorising's losses, sft steps)."""
+                     steps: int = MEMORISE["steps"], memorised: list | None = None) -> tuple[dict, int]:
+    """Memorise the expert episodes (or ``memorised``) into ``folder``'s model, then a 2-step
+    ``train_sft`` adapter on the expert's at a tiny learning rate (so the stages after it start from
+    an adapter, as they do in use, on a policy that still replays what it memorised): (memorising's
+    losses, sft steps)."""
     from trajforge.train.sft import SFTConfig, train_sft
 
-    m = memorise(folder, expert, device, 3 if dry else steps)
+    m = memorise(folder, memorised or expert, device, 3 if dry else steps)
     sft = train_sft(expert, str(folder), sft_dir, SFTConfig(**small(device), max_steps=2, lr=1e-5, batch_size=4),
                     progress=False)
     return m, sft.steps
@@ -173,22 +211,29 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
         f"(0: no group had signal) of {grpo.sampled_tokens} sampled", steps=grpo.steps)
 
 
-def sampled_solve(folder: Path, adapter: Path, train: list, device: str, samples: int) -> tuple[int, int]:
-    """(solved, attempts) over ``samples`` attempts per task at T = 1 with the arms' rollout
-    settings, always the same sampling seed, so two adapters are compared on common random numbers."""
+def sampled_solve(folder: Path, adapter: Path, train: list, device: str, samples: int,
+                  temperature: float = 1.0) -> str:
+    """"k/n solved at T" over ``samples`` attempts per task at ``temperature`` with the arms'
+    rollout settings, always the same sampling seed, so two adapters are compared on common random
+    numbers; then the failures' reasons (a wrong answer submitted is a choice, a parse failure or
+    the turn limit is sampling noise)."""
     from trajforge.grade import graded
     from trajforge.harness import HarnessConfig, run_episodes
     from trajforge.policies.hf import HFPolicy
 
-    policy = HFPolicy(str(folder), adapter=str(adapter), device=device, temperature=1.0, seed=4242,
+    policy = HFPolicy(str(folder), adapter=str(adapter), device=device, temperature=temperature, seed=4242,
                       max_new_tokens=96, batch_size=64)
     trajs = [graded(t) for t in run_episodes(train, policy, HarnessConfig(max_turns=4, max_consecutive_errors=4),
                                              samples=samples)]
-    return sum(bool(t.outcome and t.outcome.correct) for t in trajs), len(trajs)
+    solved = sum(bool(t.outcome and t.outcome.correct) for t in trajs)
+    reasons = Counter(t.outcome.fail_reason if t.outcome else "ungraded" for t in trajs
+                      if not (t.outcome and t.outcome.correct))
+    return (f"{solved}/{len(trajs)} solved at T = {temperature:g}; failed: "
+            + (", ".join(f"{r} {k}" for r, k in reasons.most_common()) or "none"))
 
 
 def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, lrs: list[float], steps: int,
-              table, norms: tuple[str, ...] = ("token",), eval_samples: int = 0) -> None:
+              table, norms: tuple[str, ...] = ("token",), eval_samples: int = 0, temperature: float = 1.0) -> None:
     """GRPO from the same starting adapter at each learning rate and loss normalisation, every step
     over all of ``train`` (so each step's solve rate is measured on the same tasks and steps
     compare): does GRPO sharpen a policy that solves these tasks only some of the time at T = 1?
@@ -199,14 +244,15 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
 
     if eval_samples:
         began = time.perf_counter()
-        k, n = sampled_solve(folder, sft_dir, train, device, eval_samples)
+        solve = sampled_solve(folder, sft_dir, train, device, eval_samples, temperature)
         table.add({"size": "grpo start", "device": device, "seconds": round(time.perf_counter() - began, 1),
-                   "note": f"starting adapter at T = 1: {k}/{n} solved"})
+                   "note": f"starting adapter: {solve}"})
     for lr, norm in [(lr, norm) for norm in norms for lr in lrs]:
         began = time.perf_counter()
         reset_peak(device)
-        cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4, temperature=1.0,
-                         max_turns=4, max_new_tokens=96, lr=lr, curriculum=False, loss_norm=norm)
+        cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4,
+                         temperature=temperature, max_turns=4, max_new_tokens=96, lr=lr, curriculum=False,
+                         loss_norm=norm)
         arm = out / f"arm-grpo-{norm}-{lr:g}"
         res = train_grpo(train, str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
         curves = [json.loads(line) for line in (arm / "curves.jsonl").read_text().splitlines()]
@@ -217,9 +263,29 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
                            f"{[round(r, 2) for r in res.solve_rates]}; mean reward by step "
                            f"{[round(r, 2) for r in res.rewards]}; share of loss tokens pushed down by step "
                            f"{down}; {res.trained_tokens} tokens trained"
-                           + ("; after: {}/{} solved at T = 1".format(*sampled_solve(folder, arm, train, device,
-                                                                                      eval_samples))
+                           + (f"; after: {sampled_solve(folder, arm, train, device, eval_samples, temperature)}"
                               if eval_samples else "")})
+
+
+def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, rounds: int, lr: float,
+            seconds: float, table, eval_samples: int = 0, temperature: float = 1.0) -> None:
+    """Warm RFT from the same starting adapter, on its own verified attempts only (no expert data:
+    GRPO gets none either), at the arms' rollout settings, within ``seconds`` (0: no cap): what
+    rejection sampling does with the same signal that GRPO's groups carry."""
+    from trajforge.train.rft import RFTConfig, train_rft
+
+    began = time.perf_counter()
+    cfg = RFTConfig(**small(device), rounds=rounds, attempts=4, temperature=temperature, warm_start=True,
+                    expert_mix=0.0, lr=lr, batch_size=4, max_new_tokens=96, max_turns=4, max_seconds=seconds)
+    arm = out / f"arm-rft-{lr:g}"
+    res = train_rft(train, [], str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
+    done = [r for r in res.rounds if r.round > 0]
+    table.add({"size": f"rft lr {lr:g}", "device": device, "steps": sum(r.sft.steps for r in done if r.sft),
+               "seconds": round(time.perf_counter() - began, 1),
+               "note": f"{len(done)} warm rounds of {len(train)} tasks × 4 attempts; verified by round "
+                       f"{[r.verified for r in done]}; kept by round {[r.kept for r in done]}"
+                       + (f"; after: {sampled_solve(folder, arm, train, device, eval_samples, temperature)}"
+                          if eval_samples and done else "")})
 
 
 def main() -> None:
@@ -244,6 +310,12 @@ def main() -> None:
                     help="also measure the solve rate at T = 1 with this many attempts per task, before "
                          "the arms and after each (the same sampling seed: paired)")
     ap.add_argument("--device", default="cuda", help="where to run (cpu: the whole check, slowly)")
+    ap.add_argument("--bimodal", action="store_true",
+                    help="memorise a wrong-answer copy of each episode too (wrong_answer_copies)")
+    ap.add_argument("--temperature", type=float, default=1.0, help="GRPO's rollouts and the solve rates")
+    ap.add_argument("--rft-rounds", type=int, default=0,
+                    help="also a warm RFT arm of up to this many rounds at the first learning rate")
+    ap.add_argument("--rft-seconds", type=float, default=0.0, help="the RFT arm's time budget (0: none)")
     args = ap.parse_args()
     gc_.bootstrap()
     import torch
@@ -265,12 +337,16 @@ def main() -> None:
         collect(train, gc_._expert(), args.out / "expert", show_progress=False)
         expert = TrajectoryStore(args.out / "expert").read()
         began = time.perf_counter()
-        m, _ = starting_adapter(folder, expert, device, args.dry_run, sft_dir, args.memorise_steps)
+        m, _ = starting_adapter(folder, expert, device, args.dry_run, sft_dir, args.memorise_steps,
+                                memorised=expert + wrong_answer_copies(expert) if args.bimodal else None)
         table.add({"size": "memorise+sft", "device": device, "seconds": round(time.perf_counter() - began, 1),
                    "note": f"loss {m['first_loss']} → {m['last_loss']} over {m['sequences']} episodes"})
     lrs = [float(x) for x in args.lrs.split(",") if x]
     grpo_arms(args.out, folder, train, sft_dir, device, lrs, 1 if args.dry_run else args.steps, table,
-              tuple(n for n in args.norms.split(",") if n), args.eval_samples)
+              tuple(n for n in args.norms.split(",") if n), args.eval_samples, args.temperature)
+    if args.rft_rounds:
+        rft_arm(args.out, folder, train, sft_dir, device, args.rft_rounds, lrs[0] if lrs else 5e-4,
+                args.rft_seconds, table, args.eval_samples, args.temperature)
 
 
 if __name__ == "__main__":
