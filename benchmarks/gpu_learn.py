@@ -307,7 +307,7 @@ def main() -> None:
                     help="full-parameter steps that teach the random model its tasks")
     ap.add_argument("--reuse", action="store_true", help="keep OUT's memorised model and sft adapter if there")
     ap.add_argument("--eval-samples", type=int, default=0,
-                    help="also measure the solve rate at T = 1 with this many attempts per task, before "
+                    help="also measure the solve rate at --temperature with this many attempts per task, before "
                          "the arms and after each (the same sampling seed: paired)")
     ap.add_argument("--device", default="cuda", help="where to run (cpu: the whole check, slowly)")
     ap.add_argument("--bimodal", action="store_true",
