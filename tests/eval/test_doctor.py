@@ -318,6 +318,29 @@ def test_grpo_reward_curve_that_never_moves(tmp_path):
     assert "no advantage" in f.cause
 
 
+def test_grpo_groups_that_mostly_agree(tmp_path):
+    """GRPO's group counts as its loop logs them (``groups``, ``informative_groups``, ``solved``):
+    under a quarter of the groups with signal fires, its cause read off the solve rate."""
+    runs = {name: tmp_path / name for name in ("hard", "easy", "cold", "none", "ok")}
+    six = dict(loss=FLAT[:6], groups=[8.0] * 6)
+    curves(runs["hard"], "grpo", **six, informative_groups=[1, 0, 2, 1, 0, 1], solved=[0.05] * 6)
+    curves(runs["easy"], "grpo", **six, informative_groups=[1, 0, 2, 1, 0, 1], solved=[0.95] * 6)
+    curves(runs["cold"], "grpo", **six, informative_groups=[1, 0, 2, 1, 0, 1], solved=[0.5] * 6)
+    curves(runs["none"], "grpo", **six, informative_groups=[0] * 6, solved=[0.0] * 6)
+    # stop 37's bimodal testbed: 2-5 of 8 groups with signal a step, and GRPO learned
+    curves(runs["ok"], "grpo", **six, informative_groups=[4, 5, 5, 2, 3, 5], solved=[0.34, 0.28, 0.44, 0.53, 0.44, 0.41])
+    (hard,) = fired(runs["hard"], "group_signal")
+    assert hard.status == "warning" and hard.evidence["share"] == round(5 / 48, 4) and "fail in every rollout" in hard.cause
+    assert "--guided" in hard.next_step
+    assert "nothing left to sharpen" in fired(runs["easy"], "group_signal")[0].cause
+    assert "--temperature" in fired(runs["cold"], "group_signal")[0].next_step
+    assert fired(runs["none"], "group_signal")[0].status == "problem"
+    assert not fired(runs["ok"], "group_signal") and checked_ok(runs["ok"], "group_signal")
+    sft_only = tmp_path / "sft"
+    curves(sft_only, loss=FALLING)
+    assert next(c for c in diagnose(sft_only).checks if c.rule == "group_signal").result == "not checked"
+
+
 def test_tiny_learning_rate_real_sft_run(tmp_path, monkeypatch):
     """A real 3-step SFT run on a tiny random llama at lr 1e-9 (one sample, so every step sees the
     same batch): the loss does not fall and the doctor names the learning rate, reading the curves
@@ -351,6 +374,8 @@ def test_healthy_run_says_so(tmp_path, expert_train, expert_held):
                    evals=[(10, {"completion": 0.3, "avg_turns": 2.5, "validity": 0.8}),
                           (30, {"completion": 0.8, "avg_turns": 2.1, "validity": 0.95})]),
             config={"lr": 1e-3, "epochs": 2}, result={"samples": 200, "tokens": 9000, "loss_tokens": 3000})
+    curves(tmp_path, "grpo", loss=[0.1] * 6, reward=[0.24, 0.21, 0.29, 0.36, 0.3, 0.33], groups=[8] * 6,
+           informative_groups=[4, 5, 5, 2, 3, 5], solved=[0.34, 0.28, 0.44, 0.53, 0.44, 0.5])
     d = diagnose(tmp_path)
     assert d.healthy and [f.rule for f in d.findings] == ["healthy"], [f.title for f in d.findings]
     assert d.subject == "tuned"

@@ -75,6 +75,11 @@ MIN_SAMPLES = 50
 MANY_EPOCHS = 4.0
 """This many epochs or more over fewer than ``MANY_EPOCHS_SAMPLES`` samples memorises them."""
 MANY_EPOCHS_SAMPLES = 500
+GROUP_SIGNAL = 0.25
+"""Under a quarter of GRPO's groups (3+ steps) had rollouts that scored differently: most of each
+step's rollouts carry no advantage, so nothing is learned from them."""
+GROUPS_FAIL, GROUPS_SOLVE = 0.2, 0.8
+"""A GRPO solve rate at or under 20% (over 80%) says its agreeing groups mostly all fail (all succeed)."""
 HELD_OUT = ("heldout", "test")
 """Splits that must not share a task or a prompt with ``train``."""
 
@@ -561,6 +566,43 @@ def rule_reward_static(facts: Facts) -> Result:
     return out
 
 
+def rule_group_signal(facts: Facts) -> Result:
+    """GRPO groups that mostly agree: a group whose rollouts all score alike has no advantage, and
+    GRPO sharpens only what the policy samples both ways (README, "Stop 37")."""
+    curves = [c for c in facts.run.curves
+              if len(c.scalars.get("groups", [])) >= 3 and "informative_groups" in c.scalars]
+    if not curves:
+        return "no GRPO curve with 3+ steps of group counts"
+    out = []
+    for c in curves:
+        groups = sum(v for _, v in c.scalars["groups"])
+        informative = sum(v for _, v in c.scalars["informative_groups"])
+        share = informative / groups if groups else 0.0
+        if share >= GROUP_SIGNAL:
+            continue
+        solved = [v for _, v in c.scalars.get("solved", [])]
+        mean = statistics.fmean(solved) if solved else None
+        if mean is not None and mean <= GROUPS_FAIL:
+            cause = ("most groups fail in every rollout: the tasks are beyond what the policy samples, and "
+                     "GRPO can only sharpen choices it already makes both ways")
+            step = ("SFT or RFT on these tasks first, --guided exploration, or the curriculum's partial pool "
+                    "(--partial-from STORE)")
+        elif mean is not None and mean >= GROUPS_SOLVE:
+            cause = "most groups succeed in every rollout: nothing left to sharpen on these tasks"
+            step = "drop the tasks every attempt solves, or start the curriculum at a harder tier (--curriculum-start)"
+        else:
+            cause = "the rollouts of a group agree: sampling too cold or groups too small to disagree"
+            step = "raise --temperature or --group-size"
+        out.append(Finding(rule="group_signal", status="problem" if informative == 0 else "warning",
+                           source=c.source, cause=cause, next_step=step,
+                           title=f"{informative:g} of {groups:g} GRPO groups ({share:.0%}) had rollouts that "
+                                 "scored differently",
+                           evidence={"groups": groups, "informative_groups": informative, "share": _r(share),
+                                     "mean_solved": None if mean is None else _r(mean),
+                                     "steps": len(c.scalars["groups"]), "share_at": GROUP_SIGNAL}))
+    return out
+
+
 def rule_split_overlap(facts: Facts) -> Result:
     """A task or a prompt in both the train split and a held-out split."""
     splits: dict[str, set[str]] = {}
@@ -590,7 +632,7 @@ def rule_split_overlap(facts: Facts) -> Result:
 RULES: tuple[Callable[[Facts], Result], ...] = (
     rule_success_flat, rule_loss_not_falling, rule_grad_norm, rule_lr_schedule, rule_too_few_samples,
     rule_generalization_gap, rule_detours, rule_invalid_calls, rule_void_turns, rule_env_faults,
-    rule_recovery, rule_reward_static, rule_split_overlap,
+    rule_recovery, rule_reward_static, rule_group_signal, rule_split_overlap,
 )
 """Every rule, in the order findings are listed."""
 
