@@ -251,6 +251,7 @@ def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) ->
     out = []
     for i in range(0, len(seqs), cfg.micro_batch):
         chunk = seqs[i: i + cfg.micro_batch]
+        tokens = [loss_tokens(s) for s in chunk]
         inverse = [1.0 / per_rollout[s.rollout] for s in chunk]
         ids, att, labels = rollout_batch(chunk, pad, device)
         behaviour = None
@@ -262,8 +263,7 @@ def micro_batches(rollouts: Rollouts, pad: int, cfg: GRPOConfig, device=None) ->
                     "advantages": torch.tensor([rollouts.advantages[s.rollout] for s in chunk], device=device),
                     "weights": torch.tensor(inverse, device=device) if cfg.loss_norm == "sequence" else None,
                     # A sequence's share of its rollout: summed over micro-batches and processes, the rollouts.
-                    "counts": {"tokens": float(sum(loss_tokens(s) for s in chunk)),
-                               "rollouts": sum(loss_tokens(s) * w for s, w in zip(chunk, inverse))}})
+                    "counts": {"tokens": float(sum(tokens)), "rollouts": sum(n * w for n, w in zip(tokens, inverse))}})
     return out
 
 
