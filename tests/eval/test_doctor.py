@@ -341,6 +341,21 @@ def test_grpo_groups_that_mostly_agree(tmp_path):
     assert next(c for c in diagnose(sft_only).checks if c.rule == "group_signal").result == "not checked"
 
 
+def test_grpo_groups_that_differ_only_in_shaping(tmp_path):
+    """Stop 37 at T = 1.0: most groups scored differently, few held a solved and an unsolved
+    rollout (``deciding_groups``), and the solve rate did not move. The rule names it; where the
+    groups do split on the answer it stays quiet."""
+    six = dict(loss=FLAT[:6], groups=[8.0] * 6, informative_groups=[7, 6, 8, 7, 6, 8])
+    noisy, ok, old = tmp_path / "noisy", tmp_path / "ok", tmp_path / "old"
+    curves(noisy, "grpo", **six, deciding_groups=[1, 0, 1, 0, 1, 0], solved=[0.1] * 6)
+    curves(ok, "grpo", **six, deciding_groups=[4, 3, 5, 2, 3, 4], solved=[0.3, 0.35, 0.4, 0.42, 0.45, 0.5])
+    curves(old, "grpo", **six, solved=[0.1] * 6)  # logged before deciding_groups existed
+    (f,) = fired(noisy, "group_signal")
+    assert f.status == "warning" and f.evidence["deciding_groups"] == 3 and f.evidence["informative_groups"] == 42
+    assert "shaping" in f.cause and "--temperature" in f.next_step
+    assert not fired(ok, "group_signal") and not fired(old, "group_signal")
+
+
 def test_tiny_learning_rate_real_sft_run(tmp_path, monkeypatch):
     """A real 3-step SFT run on a tiny random llama at lr 1e-9 (one sample, so every step sees the
     same batch): the loss does not fall and the doctor names the learning rate, reading the curves

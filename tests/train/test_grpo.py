@@ -9,8 +9,8 @@ import torch
 from tests.train.rollouts import TokenScripted
 from trajforge.grade import graded
 from trajforge.harness import run_episodes
-from trajforge.train.grpo import (GRPOConfig, Packed, drop_solved, grpo_loss, loss_tokens, micro_batches, micro_loss,
-                                  pack_steps, rollout_batch, to_rollouts, train_grpo)
+from trajforge.train.grpo import (GRPOConfig, Packed, deciding_groups, drop_solved, grpo_loss, loss_tokens,
+                                  micro_batches, micro_loss, pack_steps, rollout_batch, to_rollouts, train_grpo)
 from trajforge.train.losses import IGNORE
 from trajforge.train.loop import CallBatches, fit
 from trajforge.train.model import lora_model
@@ -28,7 +28,11 @@ def rollouts(tiny_model, sql_tasks):
 def test_group_relative_advantages_and_exact_tokens(rollouts):
     r = to_rollouts(rollouts)
     # each task: one success, one wrong answer → advantages +1 / -1, every group informative
-    assert r.stats["groups"] == r.stats["informative_groups"] == 4
+    assert r.stats["groups"] == r.stats["informative_groups"] == r.stats["deciding_groups"] == 4
+    # A group whose rollouts all fail decides nothing, whatever their rewards.
+    failed = [t if not t.outcome.correct else t.model_copy(update={"outcome": t.outcome.model_copy(
+        update={"tier": "failed", "fail_reason": "wrong_answer"})}) for t in rollouts]
+    assert deciding_groups(failed) == 0 and deciding_groups([t for t in rollouts if t.task_id == rollouts[0].task_id]) == 1
     assert sorted(r.advantages) == pytest.approx([-1] * 4 + [1] * 4, abs=1e-5)
     # the loss tokens' split by advantage sign, counted from the trajectories' own completions
     down = sum(len(s.completion_ids) for t in rollouts if not t.outcome.correct for s in t.steps)

@@ -578,10 +578,11 @@ def rule_group_signal(facts: Facts) -> Result:
         groups = sum(v for _, v in c.scalars["groups"])
         informative = sum(v for _, v in c.scalars["informative_groups"])
         share = informative / groups if groups else 0.0
-        if share >= GROUP_SIGNAL:
-            continue
         solved = [v for _, v in c.scalars.get("solved", [])]
         mean = statistics.fmean(solved) if solved else None
+        if share >= GROUP_SIGNAL:
+            out.extend(_shaping_only(c, groups, informative, mean))
+            continue
         if mean is not None and mean <= GROUPS_FAIL:
             cause = ("most groups fail in every rollout: the tasks are beyond what the policy samples, and "
                      "GRPO can only sharpen choices it already makes both ways")
@@ -601,6 +602,32 @@ def rule_group_signal(facts: Facts) -> Result:
                                      "mean_solved": None if mean is None else _r(mean),
                                      "steps": len(c.scalars["groups"]), "share_at": GROUP_SIGNAL}))
     return out
+
+
+def _shaping_only(c: Curves, groups: float, informative: float, mean: float | None) -> list[Finding]:
+    """Groups that score differently but rarely split on the answer (``deciding_groups``: a solved
+    and an unsolved rollout): their advantages follow step costs and milestones, not success, so
+    the solve rate cannot move (stop 37 at T = 1.0: 6-8 of 8 groups with signal, 13/128 before and
+    after)."""
+    if "deciding_groups" not in c.scalars:
+        return []  # a curve from before the loop logged it
+    deciding = sum(v for _, v in c.scalars["deciding_groups"])
+    share = deciding / groups if groups else 0.0
+    if share >= GROUP_SIGNAL:
+        return []
+    if mean is not None and mean <= GROUPS_FAIL:
+        step = ("lower --temperature (rollouts too noisy to solve anything), or SFT / RFT on these tasks "
+                "first")
+    else:
+        step = "raise the completion weight against the shaping terms (--reward-weights)"
+    return [Finding(rule="group_signal", status="warning", source=c.source, next_step=step,
+                    title=f"{deciding:g} of {groups:g} GRPO groups ({share:.0%}) held a solved and an unsolved "
+                          f"rollout ({informative:g} scored differently)",
+                    cause="the groups differ in step costs and milestones, not in the answer: the advantage "
+                          "rewards shaping terms and the solve rate has nothing to follow",
+                    evidence={"groups": groups, "informative_groups": informative, "deciding_groups": deciding,
+                              "share": _r(share), "mean_solved": None if mean is None else _r(mean),
+                              "steps": len(c.scalars["groups"]), "share_at": GROUP_SIGNAL})]
 
 
 def rule_split_overlap(facts: Facts) -> Result:

@@ -197,6 +197,7 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
     out = Rollouts(stats={"reward": float(rewards.mean()) if trajs else 0.0,
                           "solved": sum(bool(t.outcome and t.outcome.correct) for t in trajs) / max(1, len(trajs)),
                           "informative_groups": len({g for g, a in zip(gid, adv.tolist()) if a != 0}),
+                          "deciding_groups": deciding_groups(trajs),
                           "groups": len(groups)})
     for t, a in zip(trajs, adv.tolist()):
         if a == 0:
@@ -206,6 +207,17 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
         out.advantages.append(a)
     out.stats |= token_balance(out)
     return out
+
+
+def deciding_groups(trajs: list[Trajectory]) -> int:
+    """Groups holding both a solved and an unsolved rollout. A group can score differently (step
+    costs, milestones) with every rollout wrong: its advantage then follows the shaping terms, not
+    the answer, and the doctor tells the two apart (README, "Stop 37": at T = 1.0 6-8 of 8 groups
+    had signal and the solve rate did not move)."""
+    solved: dict[str, set[bool]] = {}
+    for t in trajs:
+        solved.setdefault(t.task_id, set()).add(bool(t.outcome and t.outcome.correct))
+    return sum(len(v) == 2 for v in solved.values())
 
 
 def token_balance(rollouts: Rollouts) -> dict[str, float]:
