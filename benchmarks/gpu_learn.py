@@ -268,22 +268,25 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
 
 
 def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, rounds: int, lr: float,
-            seconds: float, table, eval_samples: int = 0, temperature: float = 1.0) -> None:
+            seconds: float, table, eval_samples: int = 0, temperature: float = 1.0, reinforce: float = 0.0) -> None:
     """Warm RFT from the same starting adapter, on its own verified attempts only (no expert data:
     GRPO gets none either), at the arms' rollout settings, within ``seconds`` (0: no cap): what
-    rejection sampling does with the same signal that GRPO's groups carry."""
+    rejection sampling does with the same signal that GRPO's groups carry. ``reinforce``: the
+    rounds' ``reinforce_below`` (its own arm folder)."""
     from trajforge.train.rft import RFTConfig, train_rft
 
     began = time.perf_counter()
     cfg = RFTConfig(**small(device), rounds=rounds, attempts=4, temperature=temperature, warm_start=True,
-                    expert_mix=0.0, lr=lr, batch_size=4, max_new_tokens=96, max_turns=4, max_seconds=seconds)
-    arm = out / f"arm-rft-{lr:g}"
+                    expert_mix=0.0, lr=lr, batch_size=4, max_new_tokens=96, max_turns=4, max_seconds=seconds,
+                    reinforce_below=reinforce)
+    arm = out / (f"arm-rft-{lr:g}" + (f"-reinforce{reinforce:g}" if reinforce else ""))
     res = train_rft(train, [], str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
     done = [r for r in res.rounds if r.round > 0]
-    table.add({"size": f"rft lr {lr:g}", "device": device, "steps": sum(r.sft.steps for r in done if r.sft),
+    table.add({"size": f"rft lr {lr:g}" + (f" reinforce < {reinforce:g}" if reinforce else ""), "device": device, "steps": sum(r.sft.steps for r in done if r.sft),
                "seconds": round(time.perf_counter() - began, 1),
                "note": f"{len(done)} warm rounds of {len(train)} tasks × 4 attempts; verified by round "
                        f"{[r.verified for r in done]}; kept by round {[r.kept for r in done]}"
+                       + (f" (again {[r.reinforced for r in done]})" if reinforce else "")
                        + (f"; after: {sampled_solve(folder, arm, train, device, eval_samples, temperature)}"
                           if eval_samples and done else "")})
 
@@ -316,6 +319,8 @@ def main() -> None:
     ap.add_argument("--rft-rounds", type=int, default=0,
                     help="also a warm RFT arm of up to this many rounds at the first learning rate")
     ap.add_argument("--rft-seconds", type=float, default=0.0, help="the RFT arm's time budget (0: none)")
+    ap.add_argument("--rft-reinforce", type=float, default=0.0,
+                    help="the RFT arm's reinforce_below: keep again the successes of tasks solved in under this share")
     args = ap.parse_args()
     gc_.bootstrap()
     import torch
@@ -346,7 +351,7 @@ def main() -> None:
               tuple(n for n in args.norms.split(",") if n), args.eval_samples, args.temperature)
     if args.rft_rounds:
         rft_arm(args.out, folder, train, sft_dir, device, args.rft_rounds, lrs[0] if lrs else 5e-4,
-                args.rft_seconds, table, args.eval_samples, args.temperature)
+                args.rft_seconds, table, args.eval_samples, args.temperature, args.rft_reinforce)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.store import TrajectoryStore
 from trajforge.tasks.pool import write_tasks
 from trajforge.tasks.repair import Planner
-from trajforge.train.rft import RFTConfig, call_signature, keep_verified, train_rft
+from trajforge.train.rft import RFTConfig, call_signature, keep_verified, train_rft, unsure_tasks
 
 TINY = dict(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1)
 
@@ -204,3 +204,46 @@ def test_rft_keeps_the_policys_own_recoveries_from_planted_mistakes(tiny_model, 
     with pytest.raises(ValueError, match="not both 0"):
         train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / "bad", cfg.model_copy(update={"mistake_attempts": 0}),
                   policy_for=lambda adapter, r: _Fixer(), progress=False)
+
+
+class _Flaky:
+    """A policy that repeats itself: the expert's calls on sample 0 of each task, a wrong answer on
+    every other sample, the same in every round."""
+
+    def __init__(self, name):
+        from trajforge.policies.expert import ExpertPolicy
+
+        self.expert = ExpertPolicy()
+        self.name, self.dialect, self.batch_size, self.temperature = name, self.expert.dialect, 8, 0.7
+
+    def act(self, requests):
+        return [self.expert.reference_turn(r.task, r.turn) if r.sample == 0
+                else self.expert.reference_turn(r.task.model_copy(update={"reference": (
+                    r.task.reference[-1].model_copy(update={"arguments": {"answer": "nothing"}}),)}), 0)
+                for r in requests]
+
+
+def test_warm_rounds_reinforce_the_tasks_still_failed_sometimes(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    """Distinct-only keeping starves warm rounds of a policy that repeats its one success (stop
+    37's testbed: kept 5, then 0 for 11 rounds). ``reinforce_below`` keeps the successes of tasks
+    solved in under that share of their attempts again; tasks solved every time stay distinct-only."""
+    tasks = _train(sql_tasks)[:3]
+    sampled = [graded(t) for t in run_episodes(tasks, _Flaky("flaky"), samples=2)]
+    assert sorted(t.outcome.tier for t in sampled) == ["failed"] * 3 + ["success"] * 3
+    assert unsure_tasks(sampled, 1.0) == {t.id for t in tasks} and unsure_tasks(sampled, 0.5) == set()
+    assert unsure_tasks([t for t in sampled if t.outcome.correct], 1.0) == set()  # solved every time
+    seen: set = set()
+    assert len(keep_verified(sampled, 2, seen)) == 3
+    assert keep_verified(sampled, 2, seen) == []
+    again = keep_verified(sampled + sampled, 2, seen, again={tasks[0].id})
+    assert [t.task_id for t in again] == [tasks[0].id]  # once: a round's own keeps stay distinct
+    runs = {}
+    for below in (0.0, 1.0):
+        cfg = RFTConfig(rounds=2, attempts=2, keep_per_task=1, warm_start=True, reinforce_below=below, **TINY)
+        runs[below] = train_rft(tasks, expert_trajs[:4], tiny_model, tmp_path / f"rft-{below}", cfg,
+                                policy_for=lambda adapter, r: _Flaky(f"rft-round{r}"), progress=False)
+    off, on = runs[0.0].rounds, runs[1.0].rounds
+    assert [r.kept for r in off[1:]] == [3, 0] and off[2].sft is None  # round 2 learns nothing
+    assert [(r.kept, r.reinforced) for r in on[1:]] == [(3, 0), (3, 3)] and on[2].trained_on == 3 + 3
+    meta = json.loads((tmp_path / "rft-1.0" / "trajforge_adapter.json").read_text())
+    assert meta["rft"]["config"]["reinforce_below"] == 1.0 and meta["rft"]["rounds"][2]["reinforced"] == 3

@@ -17,6 +17,8 @@ trained here on the expert store. Each round r = 1..N then
    (``MistakeFirstPolicy``: the expert's reference up to a realistic mistake, executed for real,
    then the policy): their verified recoveries are kept apart (up to ``keep_per_task`` more),
    the mistaken turns masked, so the policy learns recoveries written in its own words;
+   calls kept in an earlier round are not kept again, except, in a ``warm_start`` round, on the
+   tasks the round solved in fewer than ``reinforce_below`` of its attempts;
 3. trains a fresh adapter from the base on the expert demonstrations plus everything kept so far.
    ReST-EM (Singh et al., 2023) retrains from the base each round; fine-tuning the previous
    adapter again would compound its overfitting on the tasks it already solves.
@@ -43,7 +45,7 @@ import logging
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -91,6 +93,13 @@ class RFTConfig(SFTConfig):
     expert_mix: float = 1.0
     """Expert demonstrations per kept attempt in a ``warm_start`` round (against forgetting the
     tasks no attempt was kept for)."""
+    reinforce_below: float = 0.0
+    """``warm_start`` rounds only: a task whose plain attempts this round were verified in fewer
+    than this share of them keeps its verified attempts again, even those whose calls an earlier
+    round kept. A warm round trains only on its own keeps, so with distinct-only keeping a policy
+    that repeats its successes stops learning after round 1 on exactly the tasks it still fails
+    sometimes (stop 37's testbed: kept 5, then 0 in 11 rounds). 1.0: every task not solved in
+    every attempt; 0: only calls never kept before."""
 
 
 class RoundResult(BaseModel):
@@ -104,6 +113,8 @@ class RoundResult(BaseModel):
     """Tasks with at least one verified attempt this round."""
     kept: int = 0
     """Distinct verified attempts kept this round."""
+    reinforced: int = 0
+    """Of those, attempts whose calls an earlier round kept (``reinforce_below``)."""
     trained_on: int = 0
     """Demonstrations the round's SFT saw (expert + kept so far)."""
     sampled_tokens: int = 0
@@ -138,29 +149,45 @@ def call_signature(traj: Trajectory) -> tuple:
                              + [(c.name, json.dumps(c.arguments, sort_keys=True, default=str)) for c in s.calls]))
 
 
+def _keepable(t: Trajectory) -> bool:
+    return t.outcome is not None and t.outcome.tier in KEPT_TIERS and not t.outcome.guessed
+
+
 def keep_verified(trajs: Iterable[Trajectory], per_task: int,
-                  seen: set[tuple] | None = None) -> list[Trajectory]:
+                  seen: set[tuple] | None = None, again: Collection[str] = ()) -> list[Trajectory]:
     """The verified attempts worth training on: ``success``/``recovered`` only and not
     ``guessed`` (a right answer no result held teaches guessing), per task distinct
     by call sequence (and distinct from ``seen``: ``(task_id, signature)`` pairs kept in earlier
-    rounds, updated in place), fewest turns then fewest tokens first, at most ``per_task``."""
+    rounds, updated in place, except for the tasks in ``again``, which may repeat an earlier
+    round's keep), fewest turns then fewest tokens first, at most ``per_task``."""
     seen = set() if seen is None else seen
     by_task: dict[str, list[Trajectory]] = {}
     for t in trajs:
-        if t.outcome is not None and t.outcome.tier in KEPT_TIERS and not t.outcome.guessed:
+        if _keepable(t):
             by_task.setdefault(t.task_id, []).append(t)
     kept = []
     for task_id in sorted(by_task):
         ranked = sorted(by_task[task_id], key=lambda t: (len(t.steps), completion_tokens(t), t.sample))
+        barred = set() if task_id in again else seen  # this round's own keeps stay distinct either way
         taken = 0
         for t in ranked:
             key = (task_id, call_signature(t))
-            if taken >= per_task or key in seen:
+            if taken >= per_task or key in barred:
                 continue
+            barred.add(key)
             seen.add(key)
             kept.append(t)
             taken += 1
     return kept
+
+
+def unsure_tasks(attempts: Iterable[Trajectory], below: float) -> set[str]:
+    """Tasks some attempt solved but fewer than ``below`` of their attempts did (verified, not
+    guessed): the ones a policy still gets wrong sometimes."""
+    tried: dict[str, list[bool]] = {}
+    for t in attempts:
+        tried.setdefault(t.task_id, []).append(_keepable(t))
+    return {k for k, v in tried.items() if any(v) and sum(v) / len(v) < below}
 
 
 def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts: int, harness) -> None:
@@ -345,11 +372,14 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
             if t.policy in by_policy:
                 by_policy[t.policy].append(t)
         attempts = [t for group in by_policy.values() for t in group]
-        new = [t for group in by_policy.values() for t in keep_verified(group, cfg.keep_per_task, seen)]
+        before = set(seen)
+        again = unsure_tasks(by_policy[names[0]], cfg.reinforce_below) if cfg.warm_start and cfg.attempts else set()
+        new = [t for group in by_policy.values() for t in keep_verified(group, cfg.keep_per_task, seen, again)]
         kept += new
         verified = [t for t in attempts if t.outcome is not None and t.outcome.tier in KEPT_TIERS]
         info = RoundResult(round=r, adapter_dir=str(out / f"round-{r}"), sampled=len(attempts),
                            verified=len(verified), solved_tasks=len({t.task_id for t in verified}), kept=len(new),
+                           reinforced=sum((t.task_id, call_signature(t)) in before for t in new),
                            sampled_tokens=sum(completion_tokens(t) for t in attempts),
                            sample_seconds=round(time.perf_counter() - began, 1))
         if budget.spent():
@@ -384,7 +414,8 @@ def _finish(out: Path, result: RFTResult, cfg: RFTConfig) -> None:
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta["recipe"] = "rft"
     meta["rft"] = {"config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "mistake_attempts", "temperature",
-                                                             "keep_per_task", "warm_start", "expert_mix")},
+                                                             "keep_per_task", "warm_start", "expert_mix",
+                                                             "reinforce_below")},
                    "stopped": result.stopped,
                    "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0}
                               for r in result.rounds]}
