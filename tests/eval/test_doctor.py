@@ -356,6 +356,29 @@ def test_grpo_groups_that_differ_only_in_shaping(tmp_path):
     assert not fired(ok, "group_signal") and not fired(old, "group_signal")
 
 
+RFT_ROUNDS = [{"round": 0, "kept": 0, "verified": 0}, {"round": 1, "sampled": 240, "verified": 185, "kept": 54},
+              {"round": 2, "sampled": 240, "verified": 205, "kept": 8}]
+"""Stop 32's seed-1 run, as ``train rft`` records it in the adapter meta."""
+
+
+def test_rft_rounds_that_keep_nothing_new(tmp_path):
+    """Stop 37's testbed: round 1 kept 5, every later round's successes repeated them, so 11 rounds
+    only sampled. A round whose attempts were never verified says the tasks are out of reach."""
+    stalled, cold, ok = (tmp_path / n for n in ("stalled", "cold", "ok"))
+    for folder, rounds in ((stalled, [{"round": 0}, {"round": 1, "verified": 8, "kept": 5}]
+                            + [{"round": r, "verified": 15, "kept": 0} for r in range(2, 13)]),
+                           (cold, [{"round": 0}] + [{"round": r, "verified": 0, "kept": 0} for r in (1, 2)]),
+                           (ok, RFT_ROUNDS)):
+        folder.mkdir()
+        adapter(folder, recipe="rft", rft={"rounds": rounds})
+    (f,) = fired(stalled, "rft_rounds")
+    assert f.status == "warning" and f.title == "11 of 12 RFT rounds kept nothing new"
+    assert f.evidence["verified_in_them"] == 165 and "repeat calls" in f.cause and "--rounds" in f.next_step
+    (f,) = fired(cold, "rft_rounds")
+    assert f.status == "problem" and "beyond" in f.cause
+    assert not fired(ok, "rft_rounds") and checked_ok(ok, "rft_rounds")
+
+
 def test_tiny_learning_rate_real_sft_run(tmp_path, monkeypatch):
     """A real 3-step SFT run on a tiny random llama at lr 1e-9 (one sample, so every step sees the
     same batch): the loss does not fall and the doctor names the learning rate, reading the curves
@@ -391,6 +414,8 @@ def test_healthy_run_says_so(tmp_path, expert_train, expert_held):
             config={"lr": 1e-3, "epochs": 2}, result={"samples": 200, "tokens": 9000, "loss_tokens": 3000})
     curves(tmp_path, "grpo", loss=[0.1] * 6, reward=[0.24, 0.21, 0.29, 0.36, 0.3, 0.33], groups=[8] * 6,
            informative_groups=[4, 5, 5, 2, 3, 5], solved=[0.34, 0.28, 0.44, 0.53, 0.44, 0.5])
+    (tmp_path / "rft").mkdir()
+    adapter(tmp_path / "rft", recipe="rft", rft={"rounds": RFT_ROUNDS})
     d = diagnose(tmp_path)
     assert d.healthy and [f.rule for f in d.findings] == ["healthy"], [f.title for f in d.findings]
     assert d.subject == "tuned"

@@ -630,6 +630,37 @@ def _shaping_only(c: Curves, groups: float, informative: float, mean: float | No
                               "steps": len(c.scalars["groups"]), "share_at": GROUP_SIGNAL})]
 
 
+def rule_rft_rounds(facts: Facts) -> Result:
+    """RFT rounds that kept nothing new: they sampled and trained nothing new (a warm round keeps
+    the previous adapter; a cold one retrains the same data), time spent for nothing."""
+    runs = {p: m["rft"]["rounds"] for p, m in facts.run.adapters.items()
+            if isinstance(m.get("rft"), dict) and isinstance(m["rft"].get("rounds"), list)}
+    if not runs:
+        return "no RFT adapter metadata"
+    out = []
+    for path, rounds in runs.items():
+        sampled = [r for r in rounds if r.get("round", 0) >= 1]
+        idle = [r for r in sampled if r.get("kept") == 0]
+        if not idle:
+            continue
+        verified = sum(r.get("verified", 0) for r in idle)
+        ev = {"rounds": len(sampled), "idle_rounds": [r.get("round") for r in idle], "verified_in_them": verified,
+              "kept_by_round": [r.get("kept") for r in sampled]}
+        if verified == 0:
+            cause = "no attempt in those rounds was verified: the tasks are beyond what the policy samples"
+            step = "SFT (or RFT) on easier tasks first, a higher --temperature, or --mistake-attempts for recoveries"
+        else:
+            cause = ("their verified attempts repeat calls an earlier round kept (RFT keeps distinct attempts), so "
+                     "the policy already has every path it finds")
+            step = ("fewer --rounds, more --attempts or a higher --temperature for new paths, tasks it does not solve "
+                    "yet; in warm rounds --reinforce-below 1.0 keeps the unsure tasks' successes again (README, "
+                    "\"Stop 38\": no gain on its testbed)")
+        out.append(Finding(rule="rft_rounds", status="problem" if len(idle) == len(sampled) else "warning",
+                           source=path, title=f"{len(idle)} of {len(sampled)} RFT rounds kept nothing new",
+                           cause=cause, next_step=step, evidence=ev))
+    return out
+
+
 def rule_split_overlap(facts: Facts) -> Result:
     """A task or a prompt in both the train split and a held-out split."""
     splits: dict[str, set[str]] = {}
@@ -659,7 +690,7 @@ def rule_split_overlap(facts: Facts) -> Result:
 RULES: tuple[Callable[[Facts], Result], ...] = (
     rule_success_flat, rule_loss_not_falling, rule_grad_norm, rule_lr_schedule, rule_too_few_samples,
     rule_generalization_gap, rule_detours, rule_invalid_calls, rule_void_turns, rule_env_faults,
-    rule_recovery, rule_reward_static, rule_group_signal, rule_split_overlap,
+    rule_recovery, rule_reward_static, rule_group_signal, rule_rft_rounds, rule_split_overlap,
 )
 """Every rule, in the order findings are listed."""
 
