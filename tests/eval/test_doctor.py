@@ -342,9 +342,9 @@ def test_grpo_groups_that_mostly_agree(tmp_path):
 
 
 def test_grpo_groups_that_differ_only_in_shaping(tmp_path):
-    """Stop 37 at T = 1.0: most groups scored differently, few held a solved and an unsolved
-    rollout (``deciding_groups``), and the solve rate did not move. The rule names it; where the
-    groups do split on the answer it stays quiet."""
+    """Most groups scored differently, few held a solved and an unsolved rollout
+    (``deciding_groups``): the rule names it; where the groups do split on the answer, or the
+    curve predates the count, it stays quiet."""
     six = dict(loss=FLAT[:6], groups=[8.0] * 6, informative_groups=[7, 6, 8, 7, 6, 8])
     noisy, ok, old = tmp_path / "noisy", tmp_path / "ok", tmp_path / "old"
     curves(noisy, "grpo", **six, deciding_groups=[1, 0, 1, 0, 1, 0], solved=[0.1] * 6)
