@@ -212,8 +212,9 @@ def rft(cfg: RFTConfig = None, tasks: Path = typer.Option(..., help="task pool w
                                    init_adapter=str(init_adapter) if init_adapter else None))
     for r in res.rounds:
         sft = f", SFT {r.sft.steps} steps on {r.trained_on} demonstrations" if r.sft else " (given)"
+        again = f" ({r.reinforced} kept before)" if r.reinforced else ""
         console.print(f"round {r.round}: {r.sampled} attempts, {r.verified} verified on {r.solved_tasks} tasks, "
-                      f"{r.kept} kept{sft}")
+                      f"{r.kept} kept{again}{sft}")
     stopped = f" (stopped early: {res.stopped})" if res.stopped else ""
     console.print(f"adapter saved to {res.adapter_dir} after {len(res.rounds) - 1} round(s) in {res.seconds:.0f}s"
                   f"{stopped}; {res.sampled_tokens} tokens sampled, {res.trained_tokens} trained")
