@@ -282,13 +282,46 @@ def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, ro
     arm = out / (f"arm-rft-{lr:g}" + (f"-reinforce{reinforce:g}" if reinforce else ""))
     res = train_rft(train, [], str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
     done = [r for r in res.rounds if r.round > 0]
-    table.add({"size": f"rft lr {lr:g}" + (f" reinforce < {reinforce:g}" if reinforce else ""), "device": device, "steps": sum(r.sft.steps for r in done if r.sft),
-               "seconds": round(time.perf_counter() - began, 1),
+    table.add({"size": f"rft lr {lr:g}" + (f" reinforce < {reinforce:g}" if reinforce else ""), "device": device,
+               "steps": sum(r.sft.steps for r in done if r.sft), "seconds": round(time.perf_counter() - began, 1),
                "note": f"{len(done)} warm rounds of {len(train)} tasks × 4 attempts; verified by round "
                        f"{[r.verified for r in done]}; kept by round {[r.kept for r in done]}"
                        + (f" (again {[r.reinforced for r in done]})" if reinforce else "")
                        + (f"; after: {sampled_solve(folder, arm, train, device, eval_samples, temperature)}"
                           if eval_samples and done else "")})
+
+
+def dpo_arm(out: Path, folder: Path, train: list, expert: list, sft_dir: Path, device: str, steps: int, lr: float,
+            table, eval_samples: int = 0, temperature: float = 1.0, attempts: int = 8) -> None:
+    """DPO from the same starting adapter on pairs of its own attempts at their first diverging
+    turn: ``attempts`` per task sampled once at the arms' rollout settings (another seed than the
+    solve rates'), the expert's episode only for a task no attempt solved (``on_policy_pool``).
+    Offline, where GRPO samples afresh every step; what it shares with GRPO and RFT lacks is the
+    push down on the failed side of a decision."""
+    from trajforge.eval.run import collect
+    from trajforge.harness import HarnessConfig
+    from trajforge.policies.hf import HFPolicy
+    from trajforge.store import TrajectoryStore
+    from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
+
+    began = time.perf_counter()
+    arm = out / f"arm-dpo-{lr:g}"
+    policy = HFPolicy(str(folder), adapter=str(sft_dir), device=device, temperature=temperature, seed=7,
+                      max_new_tokens=96, batch_size=64, name="dpo-start")
+    collect(train, policy, arm / "samples", samples=attempts,
+            harness=HarnessConfig(max_turns=4, max_consecutive_errors=4), show_progress=False)
+    samples = TrajectoryStore(arm / "samples").read()
+    solved = sum(bool(t.outcome and t.outcome.correct) for t in samples)
+    res = train_dpo(on_policy_pool(samples, expert), str(folder), arm / "adapter",
+                    DPOConfig(**small(device), pairs="turn", beta=0.1, lr=lr, batch_size=4,
+                              epochs=100.0, max_steps=steps, max_pairs_per_task=4),
+                    init_adapter=str(sft_dir), progress=False)
+    table.add({"size": f"dpo lr {lr:g}", "device": device, "steps": res.steps,
+               "seconds": round(time.perf_counter() - began, 1),
+               "note": f"{len(samples)} attempts ({solved} solved), {res.pairs} turn pairs, {res.tokens} tokens; "
+                       f"reward accuracy by step {[round(a, 2) for a in res.accuracy]}"
+                       + (f"; after: {sampled_solve(folder, arm / 'adapter', train, device, eval_samples, temperature)}"
+                          if eval_samples else "")})
 
 
 def main() -> None:
@@ -319,6 +352,10 @@ def main() -> None:
     ap.add_argument("--rft-rounds", type=int, default=0,
                     help="also a warm RFT arm of up to this many rounds at the first learning rate")
     ap.add_argument("--rft-seconds", type=float, default=0.0, help="the RFT arm's time budget (0: none)")
+    ap.add_argument("--dpo-steps", type=int, default=0,
+                    help="also a DPO arm of this many steps at the first learning rate, on pairs of the starting "
+                         "adapter's own attempts")
+    ap.add_argument("--dpo-lr", type=float, default=0.0, help="the DPO arm's learning rate (0: the first of --lrs)")
     ap.add_argument("--rft-reinforce", type=float, default=0.0,
                     help="the RFT arm's reinforce_below: keep again the successes of tasks solved in under this share")
     args = ap.parse_args()
@@ -352,6 +389,10 @@ def main() -> None:
     if args.rft_rounds:
         rft_arm(args.out, folder, train, sft_dir, device, args.rft_rounds, lrs[0] if lrs else 5e-4,
                 args.rft_seconds, table, args.eval_samples, args.temperature, args.rft_reinforce)
+    if args.dpo_steps:
+        dpo_arm(args.out, folder, train, TrajectoryStore(args.out / "expert").read(), sft_dir, device,
+                1 if args.dry_run else args.dpo_steps, args.dpo_lr or (lrs[0] if lrs else 5e-4), table,
+                args.eval_samples, args.temperature)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def test_group_relative_advantages_and_exact_tokens(rollouts):
     # A group whose rollouts all fail decides nothing, whatever their rewards.
     failed = [t if not t.outcome.correct else t.model_copy(update={"outcome": t.outcome.model_copy(
         update={"tier": "failed", "fail_reason": "wrong_answer"})}) for t in rollouts]
-    assert deciding_groups(failed) == 0 and deciding_groups([t for t in rollouts if t.task_id == rollouts[0].task_id]) == 1
+    first = [t for t in rollouts if t.task_id == rollouts[0].task_id]
+    assert deciding_groups(failed) == 0 and deciding_groups(first) == 1
     assert sorted(r.advantages) == pytest.approx([-1] * 4 + [1] * 4, abs=1e-5)
     # the loss tokens' split by advantage sign, counted from the trajectories' own completions
     down = sum(len(s.completion_ids) for t in rollouts if not t.outcome.correct for s in t.steps)
