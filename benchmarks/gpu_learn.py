@@ -27,6 +27,8 @@ from collections import Counter
 from pathlib import Path
 
 MEMORISE = {"steps": 300, "batch": 16, "lr": 1e-3}
+ROLLOUT = {"max_new_tokens": 96, "max_turns": 4}
+"""Every arm's episodes and every solve rate's: tokens a turn, turns an episode."""
 """Full-parameter passes over the expert episodes (assistant turns only); --dry-run takes 3 steps."""
 
 
@@ -211,6 +213,25 @@ def check_learning(out: Path, folder: Path, train: list, expert: list, device: s
         f"(0: no group had signal) of {grpo.sampled_tokens} sampled", steps=grpo.steps)
 
 
+def _sampler(folder: Path, adapter: Path, device: str, temperature: float, seed: int, name: str | None = None):
+    """The adapter as a sampling policy with the arms' rollout settings."""
+    from trajforge.policies.hf import HFPolicy
+
+    return HFPolicy(str(folder), adapter=str(adapter), device=device, temperature=temperature, seed=seed,
+                    max_new_tokens=ROLLOUT["max_new_tokens"], batch_size=64, name=name)
+
+
+def _harness():
+    from trajforge.harness import HarnessConfig
+
+    return HarnessConfig(max_turns=ROLLOUT["max_turns"], max_consecutive_errors=4)
+
+
+def _after(folder: Path, adapter: Path, train: list, device: str, samples: int, temperature: float) -> str:
+    """An arm's note's closing solve rate, when ``samples`` asks for one."""
+    return f"; after: {sampled_solve(folder, adapter, train, device, samples, temperature)}" if samples else ""
+
+
 def sampled_solve(folder: Path, adapter: Path, train: list, device: str, samples: int,
                   temperature: float = 1.0) -> str:
     """"k/n solved at T" over ``samples`` attempts per task at ``temperature`` with the arms'
@@ -218,13 +239,10 @@ def sampled_solve(folder: Path, adapter: Path, train: list, device: str, samples
     numbers; then the failures' reasons (a wrong answer submitted is a choice, a parse failure or
     the turn limit is sampling noise)."""
     from trajforge.grade import graded
-    from trajforge.harness import HarnessConfig, run_episodes
-    from trajforge.policies.hf import HFPolicy
+    from trajforge.harness import run_episodes
 
-    policy = HFPolicy(str(folder), adapter=str(adapter), device=device, temperature=temperature, seed=4242,
-                      max_new_tokens=96, batch_size=64)
-    trajs = [graded(t) for t in run_episodes(train, policy, HarnessConfig(max_turns=4, max_consecutive_errors=4),
-                                             samples=samples)]
+    policy = _sampler(folder, adapter, device, temperature, seed=4242)
+    trajs = [graded(t) for t in run_episodes(train, policy, _harness(), samples=samples)]
     solved = sum(bool(t.outcome and t.outcome.correct) for t in trajs)
     reasons = Counter(t.outcome.fail_reason if t.outcome else "ungraded" for t in trajs
                       if not (t.outcome and t.outcome.correct))
@@ -251,8 +269,7 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
         began = time.perf_counter()
         reset_peak(device)
         cfg = GRPOConfig(**small(device), steps=steps, batch_size=len(train), group_size=4,
-                         temperature=temperature, max_turns=4, max_new_tokens=96, lr=lr, curriculum=False,
-                         loss_norm=norm)
+                         temperature=temperature, **ROLLOUT, lr=lr, curriculum=False, loss_norm=norm)
         arm = out / f"arm-grpo-{norm}-{lr:g}"
         res = train_grpo(train, str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
         curves = [json.loads(line) for line in (arm / "curves.jsonl").read_text().splitlines()]
@@ -263,8 +280,7 @@ def grpo_arms(out: Path, folder: Path, train: list, sft_dir: Path, device: str, 
                            f"{[round(r, 2) for r in res.solve_rates]}; mean reward by step "
                            f"{[round(r, 2) for r in res.rewards]}; share of loss tokens pushed down by step "
                            f"{down}; {res.trained_tokens} tokens trained"
-                           + (f"; after: {sampled_solve(folder, arm, train, device, eval_samples, temperature)}"
-                              if eval_samples else "")})
+                           + _after(folder, arm, train, device, eval_samples, temperature)})
 
 
 def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, rounds: int, lr: float,
@@ -277,8 +293,7 @@ def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, ro
 
     began = time.perf_counter()
     cfg = RFTConfig(**small(device), rounds=rounds, attempts=4, temperature=temperature, warm_start=True,
-                    expert_mix=0.0, lr=lr, batch_size=4, max_new_tokens=96, max_turns=4, max_seconds=seconds,
-                    reinforce_below=reinforce)
+                    expert_mix=0.0, lr=lr, batch_size=4, **ROLLOUT, max_seconds=seconds, reinforce_below=reinforce)
     arm = out / (f"arm-rft-{lr:g}" + (f"-reinforce{reinforce:g}" if reinforce else ""))
     res = train_rft(train, [], str(folder), arm, cfg, init_adapter=str(sft_dir), progress=False)
     done = [r for r in res.rounds if r.round > 0]
@@ -287,8 +302,7 @@ def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, ro
                "note": f"{len(done)} warm rounds of {len(train)} tasks × 4 attempts; verified by round "
                        f"{[r.verified for r in done]}; kept by round {[r.kept for r in done]}"
                        + (f" (again {[r.reinforced for r in done]})" if reinforce else "")
-                       + (f"; after: {sampled_solve(folder, arm, train, device, eval_samples, temperature)}"
-                          if eval_samples and done else "")})
+                       + (_after(folder, arm, train, device, eval_samples, temperature) if done else "")})
 
 
 def dpo_arm(out: Path, folder: Path, train: list, expert: list, sft_dir: Path, device: str, steps: int, lr: float,
@@ -299,29 +313,24 @@ def dpo_arm(out: Path, folder: Path, train: list, expert: list, sft_dir: Path, d
     Offline, where GRPO samples afresh every step; what it shares with GRPO and RFT lacks is the
     push down on the failed side of a decision."""
     from trajforge.eval.run import collect
-    from trajforge.harness import HarnessConfig
-    from trajforge.policies.hf import HFPolicy
     from trajforge.store import TrajectoryStore
     from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
 
     began = time.perf_counter()
     arm = out / f"arm-dpo-{lr:g}"
-    policy = HFPolicy(str(folder), adapter=str(sft_dir), device=device, temperature=temperature, seed=7,
-                      max_new_tokens=96, batch_size=64, name="dpo-start")
-    collect(train, policy, arm / "samples", samples=attempts,
-            harness=HarnessConfig(max_turns=4, max_consecutive_errors=4), show_progress=False)
+    collect(train, _sampler(folder, sft_dir, device, temperature, seed=7, name="dpo-start"), arm / "samples",
+            samples=attempts, harness=_harness(), show_progress=False)
     samples = TrajectoryStore(arm / "samples").read()
     solved = sum(bool(t.outcome and t.outcome.correct) for t in samples)
     res = train_dpo(on_policy_pool(samples, expert), str(folder), arm / "adapter",
                     DPOConfig(**small(device), pairs="turn", beta=0.1, lr=lr, batch_size=4,
-                              epochs=100.0, max_steps=steps, max_pairs_per_task=4),
+                              epochs=100.0, max_steps=steps, max_pairs_per_task=4),  # steps, not epochs, end it
                     init_adapter=str(sft_dir), progress=False)
     table.add({"size": f"dpo lr {lr:g}", "device": device, "steps": res.steps,
                "seconds": round(time.perf_counter() - began, 1),
                "note": f"{len(samples)} attempts ({solved} solved), {res.pairs} turn pairs, {res.tokens} tokens; "
                        f"reward accuracy by step {[round(a, 2) for a in res.accuracy]}"
-                       + (f"; after: {sampled_solve(folder, arm / 'adapter', train, device, eval_samples, temperature)}"
-                          if eval_samples else "")})
+                       + _after(folder, arm / "adapter", train, device, eval_samples, temperature)})
 
 
 def main() -> None:
