@@ -41,6 +41,29 @@ def serve(tiny):
         s.close()
 
 
+def test_close_stops_serve_forever_in_a_callers_thread(tiny):
+    """A thread the caller started on ``serve_forever`` ends at ``close()`` (it used to keep polling the
+    closed socket at 100% of a core), and one that gets there after ``close()`` returns at once."""
+    import threading
+    import time
+
+    base, adapters = tiny
+    backend = ScriptedBackend(AutoTokenizer.from_pretrained(base), lambda a, p: "hi")
+    server = Server(ChatService(backend, served_models("tiny", adapters)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    assert httpx.get(f"{server.url}/models", timeout=10).status_code == 200
+    server.close()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+
+    late = Server(ChatService(backend, served_models("tiny", adapters)))
+    late.close()
+    started = time.monotonic()
+    late.serve_forever()  # closed first: nothing to serve, no loop on a dead socket
+    assert time.monotonic() - started < 5
+
+
 def ask(client, **kw):
     kw.setdefault("model", "alpha")
     kw.setdefault("messages", [{"role": "user", "content": "How many customers are there?"}])
