@@ -55,3 +55,22 @@ def test_eval_shows_demonstrations_from_a_stores_train_split(tmp_path, monkeypat
     assert nopool.exit_code == 2 and "no pool" in " ".join(nopool.output.split())
     empty = runner.invoke(app, [*args, "--demos", "2", "--demo-pool", str(tmp_path / "nothing")])
     assert empty.exit_code == 2 and "--demo-pool" in empty.output
+
+
+def test_eval_without_a_store_leaves_nothing_in_the_temp_folder(tmp_path, monkeypatch):
+    """The episodes of a run without ``--store`` only feed its metrics: its scratch store goes when it
+    ends, also when it fails (a policy spec that is refused); with ``--store`` they stay."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    pool = write_tasks(tmp_path / "pool.jsonl", synthesize("sql", 8, seed=0).tasks)
+    runner = CliRunner()
+    res = runner.invoke(app, ["eval", "--tasks", str(pool), "--policy", "expert"])
+    assert res.exit_code == 0, res.output
+    bad = runner.invoke(app, ["eval", "--tasks", str(pool), "--policy", "gpt"])
+    assert bad.exit_code == 2
+    assert list(scratch.iterdir()) == []
+    kept = runner.invoke(app, ["eval", "--tasks", str(pool), "--policy", "expert", "--store", str(tmp_path / "s")])
+    assert kept.exit_code == 0 and list((tmp_path / "s").glob("shard-*.jsonl"))

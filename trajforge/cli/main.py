@@ -17,8 +17,10 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -169,8 +171,6 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
              processes: int = spread.PROCESSES, shard: str = spread.SHARD,
              report: Optional[Path] = spread.REPORT, harness: HarnessConfig = None) -> None:
     """Evaluate policies on the same tasks in the same harness."""
-    import tempfile
-
     from trajforge.eval.run import collect, compare
     from trajforge.eval.table import rich_table
 
@@ -179,29 +179,40 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     part = spread.parse_slice(shard)
     whole = _load_tasks(tasks, split)
     pool = part.of(whole)
-    store = store or Path(tempfile.mkdtemp(prefix="trajforge-eval-"))
-    which = f"split {split!r}" if split else f"all splits ({_split_counts(whole)})"
-    sliced = f" (shard {part}: {len(pool)} of {len(whole)})" if part.count > 1 else ""
-    console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'}{sliced} from {tasks}",
-                  highlight=False, markup=False,
-                  soft_wrap=True)
-    if processes > 1:
-        results = _eval_spread(pool, part, processes, store)
-    else:
-        pols = [_policy(spec, name[i] if i < len(name) else None, device=device) for i, spec in enumerate(policy)]
-        _check_demos(harness, pols)
-        if report:  # a worker of --processes collects its slice; the parent computes the metrics
-            new = [t for p in pols
-                   for t in collect(pool, p, store, harness=harness, show_progress=False, first_shard=part.index)]
-            spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of(pols),
-                                                            new=len(new), tiers=spread.tally(new),
-                                                            policies=[p.name for p in pols]))
-            return
-        results = compare(pool, pols, store, harness=harness)
-    console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
-    if json_out:
-        json_out.write_text(json.dumps(results, indent=2))
-        console.print(f"metrics written to {json_out}")
+    # Without --store the episodes only feed the metrics: a scratch store removed on the way out
+    # (each such run used to leave its episodes in the temp folder for good).
+    with _store_or_scratch(store) as store:
+        which = f"split {split!r}" if split else f"all splits ({_split_counts(whole)})"
+        sliced = f" (shard {part}: {len(pool)} of {len(whole)})" if part.count > 1 else ""
+        console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'}{sliced} from {tasks}",
+                      highlight=False, markup=False,
+                      soft_wrap=True)
+        if processes > 1:
+            results = _eval_spread(pool, part, processes, store)
+        else:
+            pols = [_policy(spec, name[i] if i < len(name) else None, device=device) for i, spec in enumerate(policy)]
+            _check_demos(harness, pols)
+            if report:  # a worker of --processes collects its slice; the parent computes the metrics
+                new = [t for p in pols
+                       for t in collect(pool, p, store, harness=harness, show_progress=False, first_shard=part.index)]
+                spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of(pols),
+                                                                new=len(new), tiers=spread.tally(new),
+                                                                policies=[p.name for p in pols]))
+                return
+            results = compare(pool, pols, store, harness=harness)
+        console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
+        if json_out:
+            json_out.write_text(json.dumps(results, indent=2))
+            console.print(f"metrics written to {json_out}")
+
+
+@contextmanager
+def _store_or_scratch(store: Optional[Path]) -> Iterator[Path]:
+    if store is not None:
+        yield store
+        return
+    with tempfile.TemporaryDirectory(prefix="trajforge-eval-") as scratch:
+        yield Path(scratch)
 
 
 def _eval_spread(pool: list, part, processes: int, store: Path) -> dict:
