@@ -91,6 +91,24 @@ def test_model_mistakes_are_fed_back_never_retried(sql_tasks):
     assert all(s.retries == 0 and s.errors[0].kind == "invalid_args" for t in trajs for s in t.steps)
 
 
+def test_a_collection_ends_the_environment_threads_it_started(sql_tasks):
+    """The executor a run builds for itself ends its worker threads when the run ends: each
+    ``run_concurrent`` (an RFT round, an in-loop eval) used to leave up to 256 idle ones behind."""
+    import threading
+
+    def env_threads():
+        return {t for t in threading.enumerate() if t.name == "trajforge-env"}
+
+    before = env_threads()
+    with OpenAIServer(sql_tasks) as srv:
+        trajs = run_concurrent(sql_tasks[:8], policy(srv), cfg=CollectConfig(concurrency=4, **FAST))
+    assert len(trajs) == 8
+    left = env_threads() - before
+    for t in left:
+        t.join(timeout=5)
+    assert [t for t in left if t.is_alive()] == []
+
+
 def test_server_that_stops_answering_ends_episodes_by_their_deadline(sql_tasks):
     with OpenAIServer(sql_tasks, hang=True) as srv:
         t0 = time.perf_counter()

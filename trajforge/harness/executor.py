@@ -128,6 +128,7 @@ class _Threads:
         self.max_idle = max_idle
         self.abandoned = 0
         """Threads given up on because a call in them passed its deadline."""
+        self._closed = False
 
     def checkout(self) -> _Worker:
         with self._lock:
@@ -137,10 +138,19 @@ class _Threads:
 
     def checkin(self, worker: _Worker) -> None:
         with self._lock:
-            if len(self._idle) < self.max_idle:
+            if not self._closed and len(self._idle) < self.max_idle:
                 self._idle.append(worker)
                 return
         worker.jobs.put(None)
+
+    def close(self) -> None:
+        """End the idle threads now and every busy one when its episode hands it back. Idle
+        threads used to live as long as the process: each collection (an RFT round, an in-loop
+        eval) left its own, ~200 after the test suite's collections in one process."""
+        with self._lock:
+            self._closed, idle, self._idle = True, self._idle, []
+        for worker in idle:
+            worker.jobs.put(None)
 
     def abandon(self, worker: _Worker) -> None:
         self.abandoned += 1
@@ -246,7 +256,8 @@ class AsyncioExecutor:
         return LocalHandle(env, worker, self.threads, class_toolset(type(env)), observation)
 
     async def aclose(self) -> None:
-        """Nothing to release: idle threads are daemons and exit with the process."""
+        """Its worker threads end (busy ones as their episodes finish); open no episode after."""
+        self.threads.close()
 
 
 def make_executor(name: str, env_factory: EnvFactory = default_env_factory, **options: Any) -> Executor:
