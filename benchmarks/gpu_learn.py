@@ -306,31 +306,47 @@ def rft_arm(out: Path, folder: Path, train: list, sft_dir: Path, device: str, ro
 
 
 def dpo_arm(out: Path, folder: Path, train: list, expert: list, sft_dir: Path, device: str, steps: int, lr: float,
-            table, eval_samples: int = 0, temperature: float = 1.0, attempts: int = 8) -> None:
+            table, eval_samples: int = 0, temperature: float = 1.0, attempts: int = 8, rounds: int = 1) -> None:
     """DPO from the same starting adapter on pairs of its own attempts at their first diverging
-    turn: ``attempts`` per task sampled once at the arms' rollout settings (another seed than the
-    solve rates'), the expert's episode only for a task no attempt solved (``on_policy_pool``).
-    Offline, where GRPO samples afresh every step; what it shares with GRPO and RFT lacks is the
-    push down on the failed side of a decision."""
+    turn: ``attempts`` per task sampled at the arms' rollout settings (another seed than the solve
+    rates'), the expert's episode only for a task no attempt solved (``on_policy_pool``). What it
+    shares with GRPO and RFT lacks is the push down on the failed side of a decision.
+
+    ``rounds`` 1 is offline: one sampling, then ``steps``. More is iterative (online) DPO, the
+    fair match for GRPO, which samples afresh every step: each round samples from the adapter the
+    last round left, trains ``steps // rounds`` steps on top of it, and that adapter (the round's
+    start) is its reference."""
     from trajforge.eval.run import collect
     from trajforge.store import TrajectoryStore
     from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
 
     began = time.perf_counter()
-    arm = out / f"arm-dpo-{lr:g}"
-    collect(train, _sampler(folder, sft_dir, device, temperature, seed=7, name="dpo-start"), arm / "samples",
-            samples=attempts, harness=_harness(), show_progress=False)
-    samples = TrajectoryStore(arm / "samples").read()
-    solved = sum(bool(t.outcome and t.outcome.correct) for t in samples)
-    res = train_dpo(on_policy_pool(samples, expert), str(folder), arm / "adapter",
-                    DPOConfig(**small(device), pairs="turn", beta=0.1, lr=lr, batch_size=4,
-                              epochs=100.0, max_steps=steps, max_pairs_per_task=4),  # steps, not epochs, end it
-                    init_adapter=str(sft_dir), progress=False)
-    table.add({"size": f"dpo lr {lr:g}", "device": device, "steps": res.steps,
-               "seconds": round(time.perf_counter() - began, 1),
-               "note": f"{len(samples)} attempts ({solved} solved), {res.pairs} turn pairs, {res.tokens} tokens; "
-                       f"reward accuracy by step {[round(a, 2) for a in res.accuracy]}"
-                       + _after(folder, arm / "adapter", train, device, eval_samples, temperature)})
+    arm = out / (f"arm-dpo-{lr:g}" + (f"-online{rounds}" if rounds > 1 else ""))
+    current, per_round = sft_dir, max(1, steps // rounds)
+    solved_by_round, pairs_by_round, accuracy, tokens, total_steps = [], [], [], 0, 0
+    for r in range(rounds):
+        here = arm / f"round-{r + 1}" if rounds > 1 else arm
+        collect(train, _sampler(folder, current, device, temperature, seed=7 + r, name=f"dpo-round-{r + 1}"),
+                here / "samples", samples=attempts, harness=_harness(), show_progress=False)
+        samples = TrajectoryStore(here / "samples").read()
+        solved_by_round.append(sum(bool(t.outcome and t.outcome.correct) for t in samples))
+        res = train_dpo(on_policy_pool(samples, expert), str(folder), here / "adapter",
+                        DPOConfig(**small(device), pairs="turn", beta=0.1, lr=lr, batch_size=4,
+                                  epochs=100.0, max_steps=per_round, max_pairs_per_task=4),  # steps end it
+                        init_adapter=str(current), progress=False)
+        pairs_by_round.append(res.pairs)
+        accuracy += [round(a, 2) for a in res.accuracy]
+        tokens += res.tokens
+        total_steps += res.steps
+        current = here / "adapter"
+    how = (f"{rounds} rounds of {len(train)} tasks × {attempts} attempts from the round's adapter, "
+           f"{per_round} steps each; solved by round {solved_by_round}, turn pairs by round {pairs_by_round}"
+           if rounds > 1 else f"{len(train) * attempts} attempts ({solved_by_round[0]} solved), "
+           f"{pairs_by_round[0]} turn pairs")
+    table.add({"size": f"dpo lr {lr:g}" + (f" online {rounds}" if rounds > 1 else ""), "device": device,
+               "steps": total_steps, "seconds": round(time.perf_counter() - began, 1),
+               "note": f"{how}, {tokens} tokens; reward accuracy by step {accuracy}"
+                       + _after(folder, current, train, device, eval_samples, temperature)})
 
 
 def main() -> None:
@@ -365,6 +381,8 @@ def main() -> None:
                     help="also a DPO arm of this many steps at the first learning rate, on pairs of the starting "
                          "adapter's own attempts")
     ap.add_argument("--dpo-lr", type=float, default=0.0, help="the DPO arm's learning rate (0: the first of --lrs)")
+    ap.add_argument("--dpo-rounds", type=int, default=1,
+                    help="the DPO arm's sampling rounds (>1: online DPO, each round sampled from the last one's adapter)")
     ap.add_argument("--rft-reinforce", type=float, default=0.0,
                     help="the RFT arm's reinforce_below: keep again the successes of tasks solved in under this share")
     args = ap.parse_args()
@@ -401,7 +419,7 @@ def main() -> None:
     if args.dpo_steps:
         dpo_arm(args.out, folder, train, TrajectoryStore(args.out / "expert").read(), sft_dir, device,
                 1 if args.dry_run else args.dpo_steps, args.dpo_lr or (lrs[0] if lrs else 5e-4), table,
-                args.eval_samples, args.temperature)
+                args.eval_samples, args.temperature, rounds=args.dpo_rounds)
 
 
 if __name__ == "__main__":
