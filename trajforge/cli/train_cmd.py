@@ -23,7 +23,7 @@ from trajforge.cli.options import Options, with_configs
 from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, with_reward_flags
 from trajforge.cli.spread import without_options
 from trajforge.cli.targets import refuse_target
-from trajforge.train.dpo import DPOConfig
+from trajforge.train.dpo_online import OnlineDPOConfig
 from trajforge.train.grpo import GRPOConfig
 from trajforge.train.rft import RFTConfig
 from trajforge.train.sft import SFTConfig
@@ -146,24 +146,51 @@ def _settled(cfg: SFTConfig, data: Path, model: str, processes: int) -> SFTConfi
 
 
 @app.command("dpo")
-@with_configs(config_file=True, cfg=Options(DPOConfig, exclude=HIDDEN))
-def dpo(cfg: DPOConfig = None, data: Path = typer.Option(..., help="store with successes and failures of the same tasks"),
+@with_configs(config_file=True, cfg=Options(OnlineDPOConfig, exclude=HIDDEN))
+def dpo(cfg: OnlineDPOConfig = None,
+        data: Path = typer.Option(..., help="store with successes and failures of the same tasks (with --tasks: "
+                                            "the expert episodes for tasks no attempt solves)"),
         model: str = typer.Option("smollm2-135m"), out: Path = typer.Option(...),
         init_adapter: Optional[Path] = typer.Option(None, help="adapter to start from (e.g. SFT)"),
+        tasks: Optional[Path] = typer.Option(None, help="online DPO: sample the pairs from the policy on this pool's "
+                                                        "--split tasks, afresh each of --rounds rounds"),
+        split: str = "train",
         resume: bool = False, eval_tasks: Optional[Path] = None, eval_split: str = "test",
         processes: int = PROCESSES, load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT,
         max_minutes: float = MAX_MINUTES) -> None:
-    """DPO from preference pairs built out of graded trajectories."""
+    """DPO from preference pairs built out of graded trajectories; with --tasks, online DPO in rounds."""
     from trajforge.train.dpo import train_dpo
 
     cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
+    if tasks is not None:
+        return _dpo_online(cfg, tasks, split, data, model, out, init_adapter, processes)
     _launch(processes, cfg, out, model)
-    res = _guard(lambda: train_dpo(_trajectories(data), model, out, cfg,
+    res = _guard(lambda: train_dpo(_trajectories(data), model, out, cfg.offline(),
                                    init_adapter=str(init_adapter) if init_adapter else None, resume=resume,
                                    evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))
     console.print(f"adapter saved to {res.adapter_dir}: {res.pairs} pairs, {res.steps} steps in "
                   f"{res.seconds:.0f}s; loss {res.losses[0]:.3f} → {res.losses[-1]:.3f}, "
                   f"margin {res.margins[-1]:+.3f}; skipped {res.skipped}")
+
+
+def _dpo_online(cfg: OnlineDPOConfig, tasks: Path, split: str, data: Path, model: str, out: Path,
+                init_adapter: Optional[Path], processes: int) -> None:
+    from trajforge.tasks.pool import read_tasks
+    from trajforge.train.dpo_online import train_dpo_online
+
+    refuse_target(out, "--out")
+    if processes > 1:
+        _fail("online DPO (--tasks) runs in one process: its rounds sample in the harness between trainings")
+    pool = [t for t in read_tasks(tasks) if t.split == split]
+    if not pool:
+        _fail(f"no {split!r} tasks in {tasks}")
+    res = _guard(lambda: train_dpo_online(pool, _trajectories(data), model, out, cfg,
+                                          init_adapter=str(init_adapter) if init_adapter else None))
+    for r in res.rounds[1:]:
+        trained = f"{r.dpo.steps} DPO steps on {r.pairs} pairs" if r.dpo else "no pairs: adapter kept"
+        console.print(f"round {r.round}: {r.sampled} attempts, {r.solved} solved; {trained}")
+    console.print(f"adapter saved to {res.adapter_dir} after {len(res.rounds) - 1} round(s), {res.steps} steps "
+                  f"in {res.seconds:.0f}s")
 
 
 @app.command("grpo")

@@ -230,22 +230,23 @@ PolicyFor = Callable[[str, int], Policy]
 """(adapter_dir, round) → the policy that samples that round's attempts."""
 
 
-def hf_sampler(model: str, cfg: RFTConfig) -> PolicyFor:
-    """The default sampler: the round's adapter as an ``hf:`` policy at ``cfg.temperature``."""
+def hf_sampler(model: str, cfg: RFTConfig, prefix: str = "rft") -> PolicyFor:
+    """The default sampler: the round's adapter as an ``hf:`` policy at ``cfg.temperature`` (any
+    config with the sampling fields: online DPO's too, named with its ``prefix``)."""
     from trajforge.policies import make_policy
 
     def policy_for(adapter: str, round_: int) -> Policy:
-        return make_policy(f"hf:{model}@{adapter}", name=sampler_name(adapter, round_), temperature=cfg.temperature,
-                           batch_size=cfg.sample_batch, max_new_tokens=cfg.max_new_tokens,
-                           seed=cfg.seed + round_, device=cfg.device)
+        return make_policy(f"hf:{model}@{adapter}", name=sampler_name(adapter, round_, prefix),
+                           temperature=cfg.temperature, batch_size=cfg.sample_batch,
+                           max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + round_, device=cfg.device)
     return policy_for
 
 
-def sampler_name(adapter: str | Path, round_: int) -> str:
+def sampler_name(adapter: str | Path, round_: int, prefix: str = "rft") -> str:
     """``hf_sampler``'s policy name. The adapter's digest is in it: the store resumes attempts by
     policy name, and a rerun whose earlier rounds trained other adapters must sample again, not
     reuse their attempts."""
-    return f"rft-round{round_}-{adapter_digest(adapter)}"
+    return f"{prefix}-round{round_}-{adapter_digest(adapter)}"
 
 
 def round_key(data: list[Trajectory], model: str, cfg: SFTConfig, init_adapter: str | None = None) -> str:
@@ -405,18 +406,22 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
 
 def _finish(out: Path, result: RFTResult, cfg: RFTConfig) -> None:
     """The last round's adapter into ``out``, its meta extended with every round."""
-    last = Path(result.rounds[-1].adapter_dir)
+    adopt_last_round(out, Path(result.rounds[-1].adapter_dir), "rft", {
+        "config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "mistake_attempts", "temperature",
+                                                "keep_per_task", "warm_start", "expert_mix", "reinforce_below")},
+        "stopped": result.stopped,
+        "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0} for r in result.rounds]})
+
+
+def adopt_last_round(out: Path, last: Path, recipe: str, record: dict) -> None:
+    """A rounds recipe's end: the last round's adapter files copied into ``out``, its meta given
+    the ``recipe`` name and, under that name, the ``record`` of the rounds."""
     if last.resolve() != out.resolve():
         for f in last.iterdir():
             if f.is_file():
                 shutil.copy2(f, out / f.name)
     meta_path = out / ADAPTER_META
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    meta["recipe"] = "rft"
-    meta["rft"] = {"config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "mistake_attempts", "temperature",
-                                                             "keep_per_task", "warm_start", "expert_mix",
-                                                             "reinforce_below")},
-                   "stopped": result.stopped,
-                   "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0}
-                              for r in result.rounds]}
+    meta["recipe"] = recipe
+    meta[recipe.replace("-", "_")] = record
     meta_path.write_text(json.dumps(meta, indent=2))
