@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 MEMORISE = {"steps": 300, "batch": 16, "lr": 1e-3}
+"""Full-parameter passes over the expert episodes (assistant turns only); --dry-run takes 3 steps."""
 ROLLOUT = {"max_new_tokens": 96, "max_turns": 4}
 """Every arm's episodes and every solve rate's: tokens a turn, turns an episode."""
-"""Full-parameter passes over the expert episodes (assistant turns only); --dry-run takes 3 steps."""
 
 
 def memorise(folder: Path, expert: list, device: str, steps: int) -> dict:
