@@ -88,5 +88,7 @@ def test_train_dpo_with_tasks_samples_a_real_model_in_rounds(tiny_model, sql_tas
     assert {t.split for t in sampled} == {"train"} and len(sampled) == 8
     assert {t.policy for t in sampled} == {f"dpo-round1-{adapter_digest(start)}",
                                            f"dpo-round2-{adapter_digest(tmp_path / 'dpo' / 'round-1')}"}
-    refused = CliRunner().invoke(app, [*args[:-1], "turn"])
+    refused = CliRunner().invoke(app, args)
     assert refused.exit_code == 2 and "starts from an adapter" in " ".join(refused.output.split())
+    resumed = CliRunner().invoke(app, [*args, "--init-adapter", str(start), "--resume"])
+    assert resumed.exit_code == 2 and "resumes the sampling by itself" in " ".join(resumed.output.split())

@@ -163,6 +163,9 @@ def dpo(cfg: OnlineDPOConfig = None,
 
     cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
     if tasks is not None:
+        if resume or eval_tasks:
+            _fail("--resume and --eval-tasks are offline DPO's; with --tasks a rerun in the same --out resumes the "
+                  "sampling by itself (the rounds train again), and `trajforge eval` scores the adapter")
         return _dpo_online(cfg, tasks, split, data, model, out, init_adapter, processes)
     _launch(processes, cfg, out, model)
     res = _guard(lambda: train_dpo(_trajectories(data), model, out, cfg.offline(),
