@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from trajforge.schema import Task, Trajectory
-from trajforge.train.dpo import DPOConfig, DPOResult, on_policy_pool, train_dpo
+from trajforge.train.dpo import DPOConfig, DPOResult, build_pairs, on_policy_pool, train_dpo
 from trajforge.train.rft import PolicyFor, adopt_last_round, hf_sampler, sample_attempts
 
 
@@ -103,14 +103,12 @@ def train_dpo_online(tasks: list[Task], expert: list[Trajectory], model: str, ou
         info = OnlineRound(round=r, adapter_dir=str(out / f"round-{r}"), sampled=len(samples),
                            solved=sum(bool(t.outcome and t.outcome.positive) for t in samples),
                            sample_seconds=round(time.perf_counter() - started, 1))
-        try:
-            info.dpo = train_dpo(on_policy_pool(samples, expert), model, info.adapter_dir, dpo_cfg,
-                                 init_adapter=rounds[-1].adapter_dir, progress=progress)
-        except ValueError as e:
-            if "no preference pairs" not in str(e):
-                raise
+        pool = on_policy_pool(samples, expert)
+        if not build_pairs(pool, cfg.pairs, cfg.max_pairs_per_task, cfg.min_reward_gap)[0]:
             rounds.append(info.model_copy(update={"adapter_dir": rounds[-1].adapter_dir}))
-            continue
+            continue  # nothing to prefer (all solved, or none and no expert episode): the adapter stays
+        info.dpo = train_dpo(pool, model, info.adapter_dir, dpo_cfg, init_adapter=rounds[-1].adapter_dir,
+                             progress=progress)
         info.pairs = info.dpo.pairs
         rounds.append(info)
     result = OnlineDPOResult(adapter_dir=str(out), rounds=rounds, seconds=round(time.perf_counter() - began, 1))
