@@ -33,6 +33,10 @@ demo's harness:
   episodes instead; ``--rft-mistakes M`` adds M attempts per task that start from a planted
   mistake (``MistakeFirstPolicy``) and keeps their grounded recoveries (``--rft-attempts 0``:
   only those);
+- ``dpo-online``: ``train_dpo_online`` from the ``sft`` adapter, ``--online-rounds`` rounds on the
+  same train tasks and attempts as ``rft`` (round 1's are the shared sft samples; each later
+  round samples the adapter the previous one left), each round's DPO 1 epoch over at most 4
+  turn-level pairs per task at ``--online-lr``, on top of the previous round's adapter;
 - ``dpo`` and ``grpo``: from the ``sft`` adapter, on the same train tasks as ``rft``, each within
   ``--rl-minutes`` (34: stop 28's RFT round from sft) of wall time that counts the attempts they
   share (the sft adapter sampled exactly as RFT's first round samples it, once, in
@@ -65,8 +69,8 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-RECIPES = ("sft", "repair", "retrieval", "worlds", "rephrase", "defaults", "rft", "dpo", "grpo")
-FROM_SFT = ("dpo", "grpo")  # start from the sft adapter (rft from --rft-from's)
+RECIPES = ("sft", "repair", "retrieval", "worlds", "rephrase", "defaults", "rft", "dpo", "dpo-online", "grpo")
+FROM_SFT = ("dpo", "dpo-online", "grpo")  # start from the sft adapter (rft from --rft-from's)
 DEMO_RECIPE = dict(epochs=2.0, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
 
 
@@ -97,6 +101,8 @@ def main() -> None:
     # the sampling they share included, so the three are compared at equal wall time.
     ap.add_argument("--rl-minutes", type=float, default=34.0,
                     help="wall-time budget of dpo and grpo each, their shared sampling included")
+    ap.add_argument("--online-rounds", type=int, default=2, help="dpo-online: sample → pairs → DPO rounds")
+    ap.add_argument("--online-lr", type=float, default=2e-4, help="dpo-online: each round's DPO learning rate")
     ap.add_argument("--grpo-steps", type=int, default=8, help="planned GRPO steps (the budget may stop it sooner)")
     ap.add_argument("--grpo-lr", type=float, default=5e-4)
     ap.add_argument("--probe", action="store_true",
@@ -281,6 +287,10 @@ def preference_recipe(recipe: str, out: Path, args, pool, expert, replay: dict) 
     info = {"attempts": len(samples), "sample_s": sample_s,
             "verified": sum(bool(t.outcome and t.outcome.positive) for t in samples),
             "sampled_tokens": sum(completion_tokens(t) for t in samples)}
+    if recipe == "dpo-online":
+        info.update(online_dpo(out, args, pool, expert, replay))
+        info["train_s"] = round(info.pop("seconds") + sample_s, 1)
+        return info
     if recipe == "dpo":
         from trajforge.train.dpo import DPOConfig, on_policy_pool, train_dpo
 
@@ -303,6 +313,31 @@ def preference_recipe(recipe: str, out: Path, args, pool, expert, replay: dict) 
                     rewards=[round(r, 4) for r in res.rewards], solve_rates=[round(r, 4) for r in res.solve_rates])
     info.update(stopped=res.stopped, train_s=round(res.seconds + sample_s, 1))
     return info
+
+
+def online_dpo(out: Path, args, pool, expert, replay: dict) -> dict:
+    """The ``dpo-online`` recipe's rounds. Round 1 samples with RFT's round-1 sampler (the same
+    name and sampling as ``sft_samples``), so the store resumes the shared sft attempts instead
+    of drawing them again; later rounds sample the previous round's adapter."""
+    from trajforge.train.dpo_online import OnlineDPOConfig, train_dpo_online
+    from trajforge.train.rft import hf_sampler
+
+    adapter = out / "dpo-online"
+    if not (adapter / "samples").exists():
+        shutil.copytree(out / "sft-samples", adapter / "samples")
+    rft = rft_config(args, {})
+    cfg = OnlineDPOConfig(rounds=args.online_rounds, attempts=args.rft_attempts, temperature=rft.temperature,
+                          max_turns=rft.max_turns, max_new_tokens=rft.max_new_tokens, sample_batch=rft.sample_batch,
+                          pairs="turn", beta=0.1, lr=args.online_lr, r=16, alpha=32, dropout=0.0, batch_size=4,
+                          grad_accum=1, epochs=1.0, max_pairs_per_task=4, seed=args.seed, **replay)
+    first, later = hf_sampler(args.model, rft), hf_sampler(args.model, cfg, prefix="dpo")
+    res = train_dpo_online(pool, expert, args.model, adapter, cfg, init_adapter=str(out / "sft"),
+                           policy_for=lambda a, r: (first if r == 1 else later)(a, r), progress=False)
+    done = res.rounds[1:]
+    return {"rounds": len(done), "online_lr": args.online_lr, "steps": res.steps,
+            "pairs": [r.pairs for r in done], "solved_samples": [r.solved for r in done],
+            "sampled": [r.sampled for r in done], "sample_s_rounds": [r.sample_seconds for r in done],
+            "trained_tokens": sum(r.dpo.tokens for r in done if r.dpo), "seconds": res.seconds}
 
 
 def world_experts(out: Path, args) -> list:

@@ -19,7 +19,8 @@ def _sft_and_args(tiny_model, expert_trajs, tmp_path) -> Namespace:
     train_sft(expert_trajs, tiny_model, tmp_path / "sft",
               SFTConfig(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1), progress=False)
     return Namespace(model=tiny_model, seed=0, rft_attempts=2, rft_rounds=1, rft_mistakes=0, rft_warm=False,
-                     rft_tasks=2, rft_from="sft", replay_share=0.0, rl_minutes=30.0, grpo_steps=1, grpo_lr=5e-4)
+                     rft_tasks=2, rft_from="sft", replay_share=0.0, rl_minutes=30.0, grpo_steps=1, grpo_lr=5e-4,
+                     online_rounds=2, online_lr=1e-4)
 
 
 def test_dpo_and_grpo_rows_start_from_sft_and_share_one_sampling(tiny_model, sql_tasks, expert_trajs, tmp_path):
@@ -53,3 +54,20 @@ def test_rft_row_starts_from_the_shared_sampling(tiny_model, sql_tasks, expert_t
     assert len(TrajectoryStore(tmp_path / "rft" / "samples").read()) == 4 and rft["attempts"] == 4
     assert rft["sample_s"] >= dpo["sample_s"] and rft["train_s"] >= rft["sample_s"]
     assert rft["trained_tokens"] > 0 and rft["sampled_tokens"] == dpo["sampled_tokens"]
+
+
+def test_dpo_online_row_resumes_the_shared_sampling_then_samples_its_own_rounds(tiny_model, sql_tasks,
+                                                                               expert_trajs, tmp_path):
+    pool = [t for t in sql_tasks if t.split == "train"][:2]
+    args = _sft_and_args(tiny_model, expert_trajs, tmp_path)
+    dpo = preference_recipe("dpo", tmp_path, args, pool, expert_trajs, {"replay_share": 0.0})
+
+    row = preference_recipe("dpo-online", tmp_path, args, pool, expert_trajs, {"replay_share": 0.0})
+    stored = TrajectoryStore(tmp_path / "dpo-online" / "samples").read()
+    # round 1 is the shared sft sampling (resumed, not drawn again), round 2 the round-1 adapter's own
+    assert row["sampled"] == [4, 4] and len(stored) == 8
+    assert len({t.policy for t in stored}) == 2 and row["sample_s"] == dpo["sample_s"]
+    assert row["rounds"] == 2 and row["pairs"][0] >= 2 and row["steps"] >= 2 and row["trained_tokens"] > 0
+    assert row["train_s"] >= row["sample_s"] > 0
+    meta = json.loads((tmp_path / "dpo-online" / "trajforge_adapter.json").read_text())
+    assert meta["recipe"] == "dpo-online" and len(meta["dpo_online"]["rounds"]) == 3
