@@ -74,8 +74,12 @@ class Browser:
         # (dash cannot name fds above 9; preexec_fn is unsafe in a process with threads, such as a
         # test's server). Its own session, so killing the group takes Chromium's children too.
         wire = f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w} {to_browser_r}<&- {from_browser_w}>&-'
+        # Chromium keeps its singleton socket in an org.chromium.Chromium.* folder of $TMPDIR, and
+        # a SIGKILLed browser (see __exit__) never removes it: inside the profile, rmtree does.
+        own_tmp = Path(self.profile) / "t"
+        own_tmp.mkdir()
         self.proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", wire, *args], pass_fds=(to_browser_r, from_browser_w),
-                                     start_new_session=True, stdin=subprocess.DEVNULL,
+                                     env={**os.environ, "TMPDIR": str(own_tmp)}, start_new_session=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         os.close(to_browser_r)
         os.close(from_browser_w)

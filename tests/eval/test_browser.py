@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -146,3 +148,18 @@ def test_report_loads_clean_with_its_images(browser, run_dir, artifacts, tmp_pat
     assert b.evaluate("window.__xss === undefined && document.scripts.length === 0")
     b.screenshot(artifacts / "report.png")
     assert b.problems() == []
+
+
+def test_the_browser_leaves_nothing_in_the_temp_folder(monkeypatch):
+    # Every suite run used to leave one org.chromium.Chromium.* folder per browser in /tmp. A short
+    # temp folder of its own (not tmp_path): a unix socket's path must stay under 108 bytes.
+    tmp = Path(tempfile.mkdtemp(prefix="tfb-"))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    try:
+        with Browser(require_system("chromium", "chromium")) as b:
+            b.goto("about:blank")
+            assert any(tmp.iterdir())  # its profile
+        assert sorted(p.name for p in tmp.iterdir()) == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
