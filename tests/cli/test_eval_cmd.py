@@ -34,7 +34,12 @@ def test_eval_shows_demonstrations_from_a_stores_train_split(tmp_path, monkeypat
     from trajforge.eval.run import collect
     from trajforge.store import TrajectoryStore
 
+    import tempfile
+
     monkeypatch.setenv("TRAJFORGE_HOME", str(tmp_path))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the store's pool file is written
     tasks = synthesize("sql", 12, seed=0).tasks
     pool = write_tasks(tmp_path / "pool.jsonl", tasks)
     collect(tasks, make_policy("expert"), tmp_path / "solved", show_progress=False)  # every split
@@ -51,6 +56,10 @@ def test_eval_shows_demonstrations_from_a_stores_train_split(tmp_path, monkeypat
         assert opening.startswith(HEAD) and without_block(opening) == heldout[traj.task_id].prompt
         assert sum(p in opening for p in train) == 2  # two training tasks, nothing of another split
         assert traj.outcome.tier == "success"
+    again = runner.invoke(app, ["collect", "--tasks", str(pool), "--policy", "expert", "--split", "heldout",
+                                "--out", str(tmp_path / "co"), "--demos", "2", "--demo-pool", str(tmp_path / "solved")])
+    assert again.exit_code == 0, again.output
+    assert list(scratch.iterdir()) == []  # both commands removed the pool file they wrote
     nopool = runner.invoke(app, [*args, "--demos", "2"])
     assert nopool.exit_code == 2 and "no pool" in " ".join(nopool.output.split())
     empty = runner.invoke(app, [*args, "--demos", "2", "--demo-pool", str(tmp_path / "nothing")])

@@ -100,34 +100,35 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
     if executor not in ("asyncio", "ray"):
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
     rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
-    harness = _demo_harness(harness)
-    if mistakes_from is not None and policy != "repair":
-        _fail("--mistakes-from goes with --policy repair")
-    whole = _load_tasks(tasks, split)
-    part = spread.parse_slice(shard)
-    pool = part.of(whole)
-    if resume:
-        _report_interrupted(out)
-    if processes > 1:
-        _collect_spread(pool, part, processes, out)
-        return
-    # Repair mistakes (the nearest template) are drawn from the whole pool, not this slice.
-    pol = (_repair_policy(whole, mistakes_from, name) if policy == "repair"
-           else _policy(policy, name, temperature, device))
-    _check_demos(harness, [pol])
-    try:
-        new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
-                          retry_faults=retry_faults, rewards=rewards, show_progress=report is None,
-                          first_shard=part.index)
-    except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
-        _fail(str(e).strip("'\""))
-    tiers = spread.tally(new)
-    faults = sum(len(t.faults) for t in new)
-    console.print(f"collected {len(new)} new episodes into {out}: {tiers}"
-                  + (f"; {faults} infrastructure faults recorded (see {out}/logs/)" if faults else ""))
-    if report:
-        spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of([pol]),
-                                                        new=len(new), tiers=tiers, policies=[pol.name]))
+    # --demo-pool's temporary pool file lasts as long as the command
+    with _demo_harness(harness) as harness:
+        if mistakes_from is not None and policy != "repair":
+            _fail("--mistakes-from goes with --policy repair")
+        whole = _load_tasks(tasks, split)
+        part = spread.parse_slice(shard)
+        pool = part.of(whole)
+        if resume:
+            _report_interrupted(out)
+        if processes > 1:
+            _collect_spread(pool, part, processes, out)
+            return
+        # Repair mistakes (the nearest template) are drawn from the whole pool, not this slice.
+        pol = (_repair_policy(whole, mistakes_from, name) if policy == "repair"
+               else _policy(policy, name, temperature, device))
+        _check_demos(harness, [pol])
+        try:
+            new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
+                              retry_faults=retry_faults, rewards=rewards, show_progress=report is None,
+                              first_shard=part.index)
+        except (ImportError, KeyError) as e:  # ray missing; an unknown environment in the pool
+            _fail(str(e).strip("'\""))
+        tiers = spread.tally(new)
+        faults = sum(len(t.faults) for t in new)
+        console.print(f"collected {len(new)} new episodes into {out}: {tiers}"
+                      + (f"; {faults} infrastructure faults recorded (see {out}/logs/)" if faults else ""))
+        if report:
+            spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of([pol]),
+                                                            new=len(new), tiers=tiers, policies=[pol.name]))
 
 
 def _collect_spread(pool: list, part, processes: int, out: Path) -> None:

@@ -109,20 +109,22 @@ def _policy(spec: str, name: Optional[str] = None, temperature: float = 0.0, dev
         _fail(str(e))
 
 
-def _demo_harness(harness: HarnessConfig) -> HarnessConfig:
+@contextmanager
+def _demo_harness(harness: HarnessConfig) -> Iterator[HarnessConfig]:
     """``--demo-pool`` made a pool file the harness reads: a store's train-split successes are
-    written to a temporary pool; a missing or empty one is a clear error."""
+    written to a temporary pool, removed when the command ends; a missing or empty one is a
+    clear error."""
     if harness.demo_pool is None or harness.demos == 0:
-        return harness
-    import tempfile
-
+        yield harness
+        return
     from trajforge.store.demos import pool_file
 
-    try:
-        path = pool_file(harness.demo_pool, tempfile.mkdtemp(prefix="trajforge-demos-"), ROLES.train)
-    except (OSError, ValueError) as e:
-        _fail(f"--demo-pool: {e}")
-    return harness.model_copy(update={"demo_pool": path})
+    with tempfile.TemporaryDirectory(prefix="trajforge-demos-") as workdir:
+        try:
+            path = pool_file(harness.demo_pool, workdir, ROLES.train)
+        except (OSError, ValueError) as e:
+            _fail(f"--demo-pool: {e}")
+        yield harness.model_copy(update={"demo_pool": path})
 
 
 def _check_demos(harness: HarnessConfig, policies: list) -> None:
@@ -175,13 +177,12 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     from trajforge.eval.table import rich_table
 
     refuse_target(json_out, "--json", source=store)
-    harness = _demo_harness(harness)
     part = spread.parse_slice(shard)
     whole = _load_tasks(tasks, split)
     pool = part.of(whole)
     # Without --store the episodes only feed the metrics: a scratch store removed on the way out
-    # (each such run used to leave its episodes in the temp folder for good).
-    with _store_or_scratch(store) as store:
+    # (each such run used to leave its episodes in the temp folder for good), as is --demo-pool's file.
+    with _demo_harness(harness) as harness, _store_or_scratch(store) as store:
         which = f"split {split!r}" if split else f"all splits ({_split_counts(whole)})"
         sliced = f" (shard {part}: {len(pool)} of {len(whole)})" if part.count > 1 else ""
         console.print(f"evaluating {which}: {len(pool)} task{'' if len(pool) == 1 else 's'}{sliced} from {tasks}",
