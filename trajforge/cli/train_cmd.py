@@ -40,16 +40,19 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
+def _split_pool(tasks: Path, split: str) -> list:
+    """The pool's ``split`` tasks, or a clear error naming the splits it has (``eval``'s reader)."""
+    from trajforge.cli.main import _load_tasks
+
+    return _load_tasks(tasks, split)
+
+
 def _evaluator(eval_tasks: Optional[Path], every: int, model: str, split: str):
     if not eval_tasks or not every:
         return None
-    from trajforge.tasks.pool import read_tasks
     from trajforge.train.inloop import InLoopEval
 
-    tasks = [t for t in read_tasks(eval_tasks) if t.split == split]
-    if not tasks:
-        _fail(f"no {split!r} tasks in {eval_tasks} for in-loop evaluation")
-    return InLoopEval(tasks, model, every)
+    return InLoopEval(_split_pool(eval_tasks, split), model, every)
 
 
 def _trajectories(data: Path):
@@ -178,15 +181,12 @@ def dpo(cfg: OnlineDPOConfig = None,
 
 def _dpo_online(cfg: OnlineDPOConfig, tasks: Path, split: str, data: Path, model: str, out: Path,
                 init_adapter: Optional[Path], processes: int) -> None:
-    from trajforge.tasks.pool import read_tasks
     from trajforge.train.dpo_online import train_dpo_online
 
     refuse_target(out, "--out")
     if processes > 1:
         _fail("online DPO (--tasks) runs in one process: its rounds sample in the harness between trainings")
-    pool = [t for t in read_tasks(tasks) if t.split == split]
-    if not pool:
-        _fail(f"no {split!r} tasks in {tasks}")
+    pool = _split_pool(tasks, split)
     res = _guard(lambda: train_dpo_online(pool, _trajectories(data), model, out, cfg,
                                           init_adapter=str(init_adapter) if init_adapter else None))
     for r in res.rounds[1:]:
@@ -206,12 +206,9 @@ def grpo(cfg: GRPOConfig = None, tasks: Path = typer.Option(..., help="task pool
          max_minutes: float = MAX_MINUTES, reward_weights: list[str] = REWARD_WEIGHTS,
          milestone_bonus: list[str] = MILESTONE_BONUS) -> None:
     """GRPO: sampled rollouts in the harness, group-relative advantages, loss on sampled tokens."""
-    from trajforge.tasks.pool import read_tasks
     from trajforge.train.grpo import train_grpo
 
-    pool = [t for t in read_tasks(tasks) if t.split == split]
-    if not pool:
-        _fail(f"no {split!r} tasks in {tasks}")
+    pool = _split_pool(tasks, split)
     cfg = _hardware(cfg, load_in_4bit, load_in_8bit, max_minutes)
     cfg = cfg.model_copy(update={"rewards": with_reward_flags(cfg.rewards, reward_weights, milestone_bonus)})
     _launch(processes, cfg, out, model)
@@ -230,13 +227,10 @@ def rft(cfg: RFTConfig = None, tasks: Path = typer.Option(..., help="task pool w
         init_adapter: Optional[Path] = typer.Option(None, help="the starting policy (else SFT on --data first)"),
         max_minutes: float = typer.Option(0.0, help="time budget of the whole run, all rounds (0: none)")) -> None:
     """Rejection-sampling fine-tuning: sample attempts, keep the verified ones, retrain; in rounds."""
-    from trajforge.tasks.pool import read_tasks
     from trajforge.train.rft import train_rft
 
     refuse_target(out, "--out")
-    pool = [t for t in read_tasks(tasks) if t.split == split]
-    if not pool:
-        _fail(f"no {split!r} tasks in {tasks}")
+    pool = _split_pool(tasks, split)
     cfg = _hardware(cfg, False, False, max_minutes)
     res = _guard(lambda: train_rft(pool, _trajectories(data), model, out, cfg,
                                    init_adapter=str(init_adapter) if init_adapter else None))
