@@ -73,3 +73,22 @@ def test_max_len_skips_whole_samples_counts_and_prints_them(tiny_model, expert_t
     assert f"'too_long': {over}" in res.output  # printed with the result line
     meta = json.loads((tmp_path / "a" / "trajforge_adapter.json").read_text())["result"]
     assert meta["skipped"]["too_long"] == over and meta["samples"] == len(sizes) - over
+
+
+def test_training_pools_are_read_as_eval_reads_them(sql_tasks, expert_trajs, tmp_path):
+    """``--tasks``/``--eval-tasks`` without the asked split, or unreadable: a clear error naming
+    what the pool has, before any model is loaded."""
+    data = _store(tmp_path, expert_trajs)
+    pool = write_tasks(tmp_path / "tasks.jsonl", [t for t in sql_tasks if t.split == "train"])
+    n = sum(t.split == "train" for t in sql_tasks)
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    for cmd in (["rft", "--data", data], ["grpo"], ["dpo", "--data", data, "--init-adapter", str(tmp_path)]):
+        out = ["--out", str(tmp_path / cmd[0])]
+        res = runner.invoke(app, ["train", *cmd, "--tasks", str(pool), "--split", "dev", *out])
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and f"no tasks with split 'dev' in {pool}; it has train {n}" in text, text
+        res = runner.invoke(app, ["train", *cmd, "--tasks", str(tmp_path / "bad.jsonl"), *out])
+        assert res.exit_code == 2 and "bad.jsonl" in res.output and "Traceback" not in res.output, res.output
+    res = runner.invoke(app, ["train", "sft", "--data", data, "--out", str(tmp_path / "sft"),
+                              "--eval-tasks", str(pool), "--eval-every", "1"])  # --eval-split: test
+    assert res.exit_code == 2 and "no tasks with split 'test'" in " ".join(res.output.split()), res.output
