@@ -27,21 +27,18 @@ from pydantic import BaseModel
 from trajforge.schema import Task, Trajectory
 from trajforge.train.dpo import DPOConfig, DPOResult, build_pairs, on_policy_pool, train_dpo
 from trajforge.train.rft import PolicyFor, adopt_last_round, hf_sampler, sample_attempts
+from trajforge.train.settings import SamplingSettings
 
 
-class OnlineDPOConfig(DPOConfig):
+class OnlineDPOConfig(DPOConfig, SamplingSettings):
     """``DPOConfig`` (whose epochs, max_steps and time budget apply to each round) plus the
-    sampling rounds; ``train dpo`` reads the rounds' fields only with ``--tasks``."""
+    sampling rounds (``SamplingSettings``, as RFT samples); ``train dpo`` reads the rounds' and
+    sampling fields only with ``--tasks``."""
 
     rounds: int = 3
     """Online DPO (--tasks): sample → pairs → DPO rounds."""
     attempts: int = 8
     """Online DPO (--tasks): episodes sampled per task each round (a pair needs a solved and a failed one)."""
-    temperature: float = 0.7
-    max_turns: int = 8
-    max_new_tokens: int = 192
-    sample_batch: int = 48
-    """Episodes decoded together while sampling (the sampling fields are RFT's, with its defaults)."""
 
     def offline(self) -> DPOConfig:
         """The DPO settings alone (what one round, or offline DPO, trains with)."""

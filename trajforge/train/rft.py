@@ -54,6 +54,7 @@ from trajforge.policies import Policy
 from trajforge.schema import Task, Trajectory
 from trajforge.policies.hf import ADAPTER_META
 from trajforge.train.sequences import completion_tokens
+from trajforge.train.settings import SamplingSettings
 from trajforge.train.sft import SFTConfig, SFTResult, train_sft
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,8 @@ ROUND_RECORD = "rft_round.json"
 """In a round's adapter folder: the fingerprint of what it was trained on, and its SFTResult."""
 
 
-class RFTConfig(SFTConfig):
-    """RFT's rounds and sampling; each round's SFT takes the ``SFTConfig`` fields."""
+class RFTConfig(SFTConfig, SamplingSettings):
+    """RFT's rounds and sampling (``SamplingSettings``); each round's SFT takes the ``SFTConfig`` fields."""
 
     tiers: list[str] = list(KEPT_TIERS)
     """Tiers trained on, expert data and kept samples alike (recovered: failed turns masked)."""
@@ -76,16 +77,8 @@ class RFTConfig(SFTConfig):
     """Episodes per task per round that start from a planned mistake (``tasks.repair.Planner``:
     attempt k plays the task's k-th mistake) and continue with the policy; their verified,
     grounded recoveries are kept beside the plain attempts' keeps."""
-    temperature: float = 0.7
-    """Sampling temperature of the attempts."""
     keep_per_task: int = 2
     """Verified, distinct attempts kept per task per round (fewest turns first)."""
-    sample_batch: int = 48
-    """Episodes generated together by the sampling policy."""
-    max_new_tokens: int = 192
-    """Tokens per sampled turn."""
-    max_turns: int = 8
-    """Turns per sampled episode."""
     warm_start: bool = False
     """Each round fine-tunes the previous round's adapter on its own kept attempts plus
     ``expert_mix`` × as many expert demonstrations, instead of a fresh adapter from the base on

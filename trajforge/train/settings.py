@@ -93,3 +93,19 @@ class LoraSettings(BaseModel):
     @property
     def lora_alpha(self) -> int:
         return self.alpha if self.alpha is not None else 2 * self.r
+
+
+class SamplingSettings(BaseModel):
+    """How the rounds recipes (RFT, online DPO) sample their attempts from the current adapter in
+    the evaluation harness."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    temperature: float = 0.7
+    """Sampling temperature of the attempts."""
+    sample_batch: int = 48
+    """Episodes generated together by the sampling policy."""
+    max_new_tokens: int = 192
+    """Tokens per sampled turn."""
+    max_turns: int = 8
+    """Turns per sampled episode."""
