@@ -321,14 +321,14 @@ def online_dpo(out: Path, args, pool, expert, replay: dict) -> dict:
     of drawing them again; later rounds sample the previous round's adapter."""
     from trajforge.train.dpo_online import OnlineDPOConfig, train_dpo_online
     from trajforge.train.rft import hf_sampler
+    from trajforge.train.settings import SamplingSettings
 
     adapter = out / "dpo-online"
     if not (adapter / "samples").exists():
         shutil.copytree(out / "sft-samples", adapter / "samples")
     rft = rft_config(args, {})
-    cfg = OnlineDPOConfig(rounds=args.online_rounds, attempts=args.rft_attempts, temperature=rft.temperature,
-                          max_turns=rft.max_turns, max_new_tokens=rft.max_new_tokens, sample_batch=rft.sample_batch,
-                          pairs="turn", beta=0.1, lr=args.online_lr, r=16, alpha=32, dropout=0.0, batch_size=4,
+    sampling = rft.model_dump(include=set(SamplingSettings.model_fields))  # round 1's sampler is RFT's
+    cfg = OnlineDPOConfig(rounds=args.online_rounds, attempts=args.rft_attempts, **sampling, pairs="turn", beta=0.1, lr=args.online_lr, r=16, alpha=32, dropout=0.0, batch_size=4,
                           grad_accum=1, epochs=1.0, max_pairs_per_task=4, seed=args.seed, **replay)
     first, later = hf_sampler(args.model, rft), hf_sampler(args.model, cfg, prefix="dpo")
     res = train_dpo_online(pool, expert, args.model, adapter, cfg, init_adapter=str(out / "sft"),
