@@ -17,7 +17,8 @@ from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.store import TrajectoryStore
 from trajforge.tasks.pool import write_tasks
 from trajforge.tasks.repair import Planner
-from trajforge.train.rft import RFTConfig, call_signature, keep_verified, train_rft, unsure_tasks
+from trajforge.train.rft import RFTConfig, call_signature, keep_verified, round_key, train_rft, unsure_tasks
+from trajforge.train.sft import SFTConfig
 
 TINY = dict(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1)
 
@@ -44,6 +45,19 @@ def test_kept_attempts_are_verified_distinct_and_shortest_first(sql_tasks):
     seen: set = set()
     keep_verified(clean, per_task=2, seen=seen)
     assert keep_verified(clean, per_task=2, seen=seen) == []
+
+
+def test_a_rounds_key_does_not_depend_on_the_order_of_its_settings(expert_trajs):
+    """A field moved within a config class must not make a finished round train again."""
+    cfg = SFTConfig(max_steps=3)
+
+    class Reordered:  # the same settings, declared in the opposite order
+        def model_dump(self, **kw):
+            return dict(reversed(cfg.model_dump(**kw).items()))
+
+    key = round_key(expert_trajs[:2], "m", cfg)
+    assert round_key(expert_trajs[:2], "m", Reordered()) == key
+    assert round_key(expert_trajs[:2], "m", SFTConfig(max_steps=4)) != key
 
 
 def test_rounds_sample_keep_and_retrain_from_the_base(tiny_model, sql_tasks, expert_trajs, tmp_path, monkeypatch):

@@ -248,7 +248,9 @@ def round_key(data: list[Trajectory], model: str, cfg: SFTConfig, init_adapter: 
     settings = cfg.model_dump(mode="json", exclude={"max_seconds"})
     # A round from the base keeps the fingerprint it had before warm starts existed.
     parts = [model, adapter_digest(init_adapter), settings] if init_adapter else [model, settings]
-    h = hashlib.sha256(json.dumps(parts).encode())
+    # Sorted keys: moving a field within a config class (stop 40's SamplingSettings did) must not
+    # make a finished round look untrained and cost a user the round's hours again.
+    h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
     for t in data:
         h.update(t.model_dump_json().encode())
     return h.hexdigest()
