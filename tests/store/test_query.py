@@ -11,8 +11,10 @@ from trajforge.grade import graded
 from trajforge.harness import HarnessConfig, run_episodes
 from trajforge.policies.expert import ExpertPolicy
 from trajforge.policies.scripted import ScriptedPolicy
+from trajforge.schema import Outcome, SamplingConfig, Trajectory
 from trajforge.store import TrajectoryStore
-from trajforge.store.query import query
+from trajforge.store.filters import filter_trajectories
+from trajforge.store.query import connect, query, run, unreadable
 from trajforge.tasks import synthesize
 
 MISSING_ARG = '<tool_call>\n{"name": "run_sql", "arguments": {}}\n</tool_call>'
@@ -98,3 +100,48 @@ def test_cli_query_jsonl_table_and_error(store):
     assert res.exit_code == 0 and "['invalid_args']" in res.output  # list cells are not read as markup
     res = runner.invoke(app, ["query", "SELECT nope FROM episodes", "--store", str(root)])
     assert res.exit_code == 2 and "nope" in res.output
+
+
+def record(task, **fields):
+    return Trajectory(task_id=task, policy="p", env="sql", toolset_fingerprint="f", dialect="hermes", **fields)
+
+
+def test_duplicate_keys_collapse_as_the_store_reader_collapses_them(tmp_path):
+    fault = {"end": "env_fault", "outcome": Outcome(tier="env_fault")}
+    greedy, hot = SamplingConfig(temperature=0, seed=1), SamplingConfig(temperature=1, seed=1)
+    st = TrajectoryStore(tmp_path)
+    for t in [record("a"), record("a", outcome=Outcome(tier="failed")),  # written twice: the first is kept
+              record("b", **fault), record("b", outcome=Outcome(tier="success")),  # a resume retried the fault
+              record("c", **fault), record("c", **fault),
+              record("d", sampling=greedy), record("d", sampling=greedy.model_copy(update={"seed": 2})),
+              record("e", sampling=hot), record("e", sampling=hot.model_copy(update={"seed": 2}))]:
+        st.append(t)
+    rows = query(tmp_path, "SELECT task_id, outcome_tier FROM episodes")
+    got = sorted((r["task_id"], r["outcome_tier"] or "") for r in rows)
+    assert got == [("a", ""), ("b", "success"), ("c", "env_fault"), ("d", ""), ("e", ""), ("e", "")]
+    assert got == sorted((t.task_id, t.outcome.tier if t.outcome else "") for t in st.read())
+
+
+def test_format_1_fail_reasons_read_under_their_current_names(tmp_path):
+    old = {"task_id": "t0", "policy": "p", "env": "sql", "toolset_fingerprint": "f", "dialect": "hermes",
+           "verdict": {"submitted": True, "correct": False}}
+    lines = [{**old, "outcome": {"tier": "failed", "correct": False, "fail_reason": "malformed_call"}},
+             {**old, "task_id": "t1", "outcome": {"tier": "failed", "correct": False, "fail_reason": "truncated_call"}}]
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(d) + "\n" for d in lines))
+    TrajectoryStore(tmp_path).append(record("t2", outcome=Outcome(tier="failed", fail_reason="malformed")))
+    rows = query(tmp_path, "SELECT task_id FROM episodes WHERE fail_reason = 'malformed' ORDER BY 1")
+    assert [r["task_id"] for r in rows] == ["t0", "t2"]
+    assert [t.task_id for t in filter_trajectories(TrajectoryStore(tmp_path).read(), "fail_reason=malformed")] == ["t0", "t2"]
+    assert query(tmp_path, "SELECT fail_reason FROM episodes WHERE task_id = 't1'") == [{"fail_reason": "truncated"}]
+
+
+def test_an_object_that_is_not_a_trajectory_is_skipped_and_counted(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    st.append(record("a"))
+    with open(st.path, "a") as f:
+        f.write('{"task_id": "x", "policy": "p"}\n')
+    con = connect(tmp_path)
+    assert run(con, "SELECT task_id FROM episodes") == [{"task_id": "a"}]
+    assert unreadable(con) == {"trajectories.jsonl": 1}
+    st.read()
+    assert st.torn == ["trajectories.jsonl:2"]

@@ -14,6 +14,10 @@ A line DuckDB cannot read as a record (torn by a crash, invalid UTF-8, a lone su
 an object) is skipped, as ``TrajectoryStore`` skips it, and counted: ``unreadable(con)`` says how
 many per shard, and ``trajforge query`` prints that on stderr. A record of any size is read (the
 object-size limit is raised to the largest shard), so one enormous line never fails the query.
+An object without a trajectory's required fields is skipped and counted the same way.
+
+The views hold what ``TrajectoryStore`` reads: one record per idempotency key (the first that is not
+an ``env_fault``, else the first), and format-1 fail reasons under their current names.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import duckdb
 
+from trajforge.schema.records import V1_FAIL_REASONS
 from trajforge.store.jsonl import TrajectoryStore
 
 _PROBLEM = "STRUCT(kind VARCHAR, message VARCHAR, tool VARCHAR)"
@@ -37,13 +42,26 @@ _COLUMNS: dict[str, str] = {
     "outcome": "STRUCT(tier VARCHAR, fail_reason VARCHAR, guessed BOOLEAN)",
     "reward": "STRUCT(completion DOUBLE, step DOUBLE, efficiency DOUBLE, violation DOUBLE, total DOUBLE)",
     "steps": f"{_STEP}[]",
+    "sampling": "STRUCT(temperature DOUBLE, top_p DOUBLE, max_tokens BIGINT, seed BIGINT)",
+    "format": "BIGINT",
 }
+_REQUIRED = ("task_id", "policy", "env", "toolset_fingerprint", "dialect")
+"""A trajectory's fields without a default: a line lacking one is not a record (read as NULL)."""
+_READABLE = " AND ".join(f"{k} IS NOT NULL" for k in _REQUIRED)
+_KEY = ("task_id, policy, coalesce(sample, 0), sampling IS NULL, sampling.temperature, sampling.top_p, "
+        "sampling.max_tokens, CASE WHEN sampling.temperature = 0 THEN NULL ELSE sampling.seed END")
+"""``jsonl.key_of`` in SQL: no sampling is the old-style key, and greedy sampling ignores the seed."""
+_IS_FAULT = """coalesce("end" = 'env_fault' OR outcome.tier = 'env_fault', false)"""
+"""``jsonl.is_fault``: the record a later retry of its key supersedes."""
+_V1_REASON = ("CASE outcome.fail_reason " + " ".join(f"WHEN '{old}' THEN '{new}'" for old, new in V1_FAIL_REASONS.items())
+              + " ELSE outcome.fail_reason END")
 
 EPISODES_SQL = """
 CREATE VIEW episodes AS SELECT
     task_id, sample, policy, env, tier, split, dialect, toolset_fingerprint, "end", wall_s,
     coalesce(len(steps), 0) AS turns,
-    outcome.tier AS outcome_tier, outcome.fail_reason AS fail_reason,
+    outcome.tier AS outcome_tier,
+    CASE WHEN coalesce("format", 1) = 1 THEN {v1_reason} ELSE outcome.fail_reason END AS fail_reason,
     outcome.tier IN ('success', 'recovered') AS correct,
     coalesce(outcome.guessed, false) AS guessed,
     reward.total AS reward_total, reward.completion AS reward_completion, reward.step AS reward_step,
@@ -52,7 +70,7 @@ CREATE VIEW episodes AS SELECT
     coalesce(list_sum([len(s.repairs) for s in steps]), 0) AS n_repairs,
     coalesce(executed, true) AS executed
 FROM raw
-"""
+""".format(v1_reason=_V1_REASON)
 
 STEPS_SQL = """
 CREATE VIEW steps AS SELECT
@@ -84,10 +102,14 @@ def connect(store_dir: str | Path) -> duckdb.DuckDBPyConnection:
     biggest = max(_DEFAULT_OBJECT_SIZE, *(p.stat().st_size + 1 for p in shards))
     con = duckdb.connect()
     # With ignore_errors an unreadable line reads as a row of NULLs (in ``lines``); dropping rows
-    # without a task_id and policy skips it, as TrajectoryStore's reader does.
+    # without the required fields skips it, as TrajectoryStore's reader does.
     con.execute(f"CREATE VIEW lines AS SELECT * FROM read_json({files}, format='newline_delimited', "
                 f"columns={columns}, ignore_errors=true, maximum_object_size={biggest}, filename=true)")
-    con.execute("CREATE VIEW raw AS SELECT * FROM lines WHERE task_id IS NOT NULL AND policy IS NOT NULL")
+    # Duplicates of a key (a crash before a run's bookkeeping, racing runs, a resume retrying an
+    # env_fault) collapse as TrajectoryStore collapses them; ``line`` is the shards' order.
+    con.execute(f"CREATE VIEW raw AS SELECT * EXCLUDE (line) FROM "
+                f"(SELECT *, row_number() OVER () AS line FROM lines WHERE {_READABLE}) "
+                f"QUALIFY row_number() OVER (PARTITION BY {_KEY} ORDER BY {_IS_FAULT}, line) = 1")
     con.execute(EPISODES_SQL)
     con.execute(STEPS_SQL)
     return con
@@ -95,8 +117,7 @@ def connect(store_dir: str | Path) -> duckdb.DuckDBPyConnection:
 
 def unreadable(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Lines skipped as unreadable, per shard file name (only shards that had any)."""
-    rows = run(con, "SELECT filename, count(*) AS n FROM lines WHERE task_id IS NULL OR policy IS NULL "
-                    "GROUP BY 1 ORDER BY 1")
+    rows = run(con, f"SELECT filename, count(*) AS n FROM lines WHERE NOT ({_READABLE}) GROUP BY 1 ORDER BY 1")
     return {Path(row["filename"]).name: row["n"] for row in rows}
 
 
