@@ -167,3 +167,26 @@ def test_cli_export_and_import_openai(tmp_path, trajs):
     assert len(back) == len(trajs) and all(not t.executed and t.policy == "imported" for t in back)
     res = runner.invoke(app, ["export", str(store), "--format", "csv", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "csv" in res.output
+
+
+def test_cli_export_reports_unreadable_store_lines_and_exports_the_rest(tmp_path, trajs):
+    st = TrajectoryStore(tmp_path / "store")
+    for t in trajs[:2]:
+        st.append(t)
+    with open(st.path, "a") as f:
+        f.write('{"task_id": "not a trajectory"}\n{"task_id": "torn", "sam')
+    out = tmp_path / "o.jsonl"
+    res = CliRunner().invoke(app, ["export", str(tmp_path / "store"), "--format", "openai", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "skipped 2 unreadable lines (trajectories.jsonl:3, trajectories.jsonl:4)" in res.output
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_sharegpt_refuses_a_dataset_info_that_is_not_an_object(tmp_path, trajs):
+    lf = tmp_path / "lf"
+    lf.mkdir()
+    for text, message in [("[1]", "holds a JSON list"), ("{bad", "is not JSON")]:
+        (lf / "dataset_info.json").write_text(text)
+        with pytest.raises(ValueError, match=f"dataset_info.json {message}"):
+            ex.write_sharegpt(trajs, lf)
+        assert (lf / "dataset_info.json").read_text() == text and not (lf / "trajforge.jsonl").exists()

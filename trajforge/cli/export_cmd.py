@@ -47,7 +47,9 @@ def export(store: Path = typer.Argument(..., help="store directory"),
         refuse_store_target(out, source=store)
     except ValueError as e:  # StoreTargetError is one
         _fail(f"--out {e}" if isinstance(e, StoreTargetError) else str(e))
-    everything = TrajectoryStore(store).read()
+    st = TrajectoryStore(store)
+    everything = st.read()
+    _say_unreadable(st.torn)
     if not everything:
         _fail(f"no trajectories in {store}")
     trajs = filter_trajectories(everything, selected)
@@ -67,6 +69,14 @@ def export(store: Path = typer.Argument(..., help="store directory"),
     console.print(f"exported {len(trajs)}{chosen} trajectories as {format} to {written}", markup=False,
                   highlight=False)
     _say_masked(ex.unlearned_turns(trajs), format)
+
+
+def _say_unreadable(torn: list[str]) -> None:
+    """The store lines the read skipped (torn by a crash, not a trajectory): said, never silent."""
+    if torn:
+        more = f" and {len(torn) - MAX_SHOWN} more" if len(torn) > MAX_SHOWN else ""
+        console.print(f"note: skipped {len(torn)} unreadable lines ({', '.join(torn[:MAX_SHOWN])}{more})",
+                      markup=False, highlight=False, soft_wrap=True)
 
 
 def _say_masked(masked: int, format: str) -> None:

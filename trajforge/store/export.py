@@ -386,12 +386,26 @@ def write_sharegpt(trajs: Iterable[Trajectory], out_dir: str | Path, name: str =
     path, info_path = out_dir / f"{name}.jsonl", out_dir / "dataset_info.json"
     for target in (out_dir, path, info_path):
         refuse_store_target(target)
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}  # a broken one fails first
+    info = _dataset_info(info_path)  # a broken one fails first
     info[name] = dataset_info_entry(path.name)
     _write_jsonl((to_sharegpt(t) for t in trajs), path)
     with _replacing(info_path) as tmp:
         tmp.write_text(json.dumps(info, indent=2) + "\n")
     return path
+
+
+def _dataset_info(path: Path) -> dict[str, Any]:
+    """The entries of an existing ``dataset_info.json`` (none when there is no file); ValueError naming
+    the file when it is not a JSON object, as LLaMA-Factory's is."""
+    if not path.exists():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deeply
+        raise ValueError(f"{path} is not JSON ({_short(e)}); fix or remove it") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{path} holds a JSON {type(info).__name__}, not an object of datasets; fix or remove it")
+    return info
 
 
 def import_sharegpt(path: str | Path, env: str, policy: str = "imported",
