@@ -12,6 +12,7 @@ import pytest
 from trajforge.envs import env_spec
 from trajforge.grade import graded
 from trajforge.harness import run_episodes
+from trajforge.policies.base import Generation
 from trajforge.policies.repair import RepairPolicy
 from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.schema import Mistake, Trajectory
@@ -167,6 +168,52 @@ def test_measured_mistakes_replay_the_policys_own_refused_turn():
     assert replayed.steps[0].raw == own and replayed.steps[0].mistake == "measured:no_such_column"
     # the expert's and the repair policy's own episodes are never measured
     assert not measured_mistakes([replayed], pool).by_task
+
+
+class NativePolicy(ScriptedPolicy):
+    """A server policy whose calls come back structured (OpenAI ``tool_calls``)."""
+
+    def act(self, requests):
+        return [Generation(text="", native_calls=[{"type": "function", "function": {
+            "name": "run_sql", "arguments": '{"query": "SELECT'}}]) for _ in requests]
+
+
+def test_a_refused_structured_call_is_not_measured_it_has_nothing_to_replay():
+    """A structured call whose arguments are not JSON leaves no text to replay and no call to
+    render: replaying it broke the repair policy (``policy_error``, an infrastructure fault)."""
+    pool = list(train_pool("sql"))
+    task = next(t for t in pool if t.template == "customers_in_city")
+    [native] = [graded(t) for t in run_episodes([task], NativePolicy([], name="openai:m"))]
+    assert native.steps[0].native and native.steps[0].errors and not native.steps[0].calls
+    measured = measured_mistakes([native], pool)
+    assert not measured.by_task
+    [repaired] = [graded(t) for t in run_episodes([task], RepairPolicy(Planner(pool, measured)))]
+    assert repaired.outcome.tier == "recovered" and not repaired.faults
+
+
+def test_a_measured_turn_of_two_refused_calls_replays_as_that_one_turn():
+    pool = list(train_pool("sql"))
+    task = next(t for t in pool if t.template == "customers_in_city")
+    two = ('<tool_call>\n{"name": "run_sql", "arguments": {"query": '
+           '"SELECT COUNT(*) FROM customers WHERE town = \'x\'"}}\n</tool_call>\n'
+           '<tool_call>\n{"name": "run_sql", "arguments": {"query": "SELECT COUNT(*) FROM customer"}}\n</tool_call>')
+    [sampled] = [graded(t) for t in run_episodes([task], ScriptedPolicy([two, "no call"], name="hf:tiny"))]
+    [m] = measured_mistakes([sampled], pool).by_task[task.id]
+    [replayed] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert replayed.outcome.tier == "recovered"
+    # its own turn verbatim, then the reference: no second mistaken turn the model never wrote
+    assert [s.mistake is not None for s in replayed.steps] == [True, False, False]
+    assert replayed.steps[0].raw == two and len(replayed.steps[0].results) == 2
+
+
+def test_samples_of_tasks_outside_the_pool_do_not_order_its_mistakes():
+    """A held-out task's failed sample in the ``--mistakes-from`` store is not the pool's: its
+    fail reason must not choose which mistakes the training demonstrations play."""
+    pool = list(train_pool("sql"))
+    heldout = next(t for t in synthesize("sql", n=40, seed=0).tasks if t.split != "train")
+    [elsewhere] = [graded(t) for t in run_episodes([heldout], ScriptedPolicy(["no call"], name="hf:tiny"))]
+    assert elsewhere.outcome.tier == "failed" and elsewhere.outcome.fail_reason
+    assert measured_mistakes([elsewhere], pool) == ({}, Counter())
 
 
 def test_step_fields_default_to_todays_behaviour_and_old_records_read():

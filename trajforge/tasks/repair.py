@@ -124,30 +124,33 @@ def _refused(traj: Trajectory, task: Task, dialect: str) -> Mistake | None:
         if problem is not None:
             if any(r.fault for r in step.results) or any(r.ok for r in step.results) or i >= len(task.reference):
                 return None  # a fault, or a call that did something: not a clean replay
-            if traj.dialect != dialect and (step.errors or not step.calls):
-                return None  # parse errors are text in another dialect
+            if (traj.dialect != dialect or step.native) and (step.errors or not step.calls):
+                return None  # parse errors are text in another dialect, or in structured calls
             raw = step.raw if traj.dialect == dialect and not step.native else None
-            return Mistake(kind=f"measured:{problem}", at=i, calls=tuple(step.calls), raw=raw,
-                           recovery=f"That call was refused ({problem}); I'll correct it.")
+            # Its raw text is the one mistaken turn, all its calls in it; without raw text each
+            # call is a turn of its own (``Mistake.calls``).
+            return Mistake(kind=f"measured:{problem}", at=i, calls=() if raw is not None else tuple(step.calls),
+                           raw=raw, recovery=f"That call was refused ({problem}); I'll correct it.")
         if i >= len(task.reference) or not _same(step.calls, task.reference[i]):
             return None
     return None
 
 
 def measured_mistakes(trajs: Iterable[Trajectory], tasks: Sequence[Task], dialect: str = "hermes") -> Measured:
-    """The mistakes a model's own graded samples made (``--mistakes-from STORE``); the expert's and
-    the repair policy's episodes are left out."""
+    """The mistakes a model's own graded samples of ``tasks`` made (``--mistakes-from STORE``);
+    samples of other tasks, the expert's and the repair policy's episodes are left out."""
     by_id = {t.id: t for t in tasks}
     by_task: dict[str, list[Mistake]] = {}
     reasons: Counter = Counter()
     for traj in trajs:
-        if traj.policy in DEMO_POLICIES or traj.outcome is None or traj.outcome.tier == "env_fault" \
-                or any(s.mistake for s in traj.steps):
+        task = by_id.get(traj.task_id)
+        # Samples of tasks outside ``tasks`` (a held-out split's) say nothing about this pool.
+        if task is None or traj.policy in DEMO_POLICIES or traj.outcome is None \
+                or traj.outcome.tier == "env_fault" or any(s.mistake for s in traj.steps):
             continue
         if traj.outcome.tier == "failed" and traj.outcome.fail_reason:
             reasons[traj.outcome.fail_reason] += 1
-        task = by_id.get(traj.task_id)
-        found = _refused(traj, task, dialect) if task is not None else None
+        found = _refused(traj, task, dialect)
         if found is not None:
             reasons[found.kind.removeprefix("measured:")] += 1
             mine = by_task.setdefault(traj.task_id, [])
