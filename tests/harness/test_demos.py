@@ -172,3 +172,11 @@ def test_demos_come_from_the_adapter_unless_the_config_says_otherwise(pool, tmp_
         episode_demos(HarnessConfig(demos=2), object())
     with pytest.raises(ValueError, match="--demos K"):
         episode_demos(HarnessConfig(demo_pool=str(path)), object())
+
+
+def test_a_negative_number_of_demos_is_refused_not_sliced(pool, tmp_path):
+    """``--demos -1`` used to show every pool task but one ([:-1]): a clear error instead."""
+    path = tmp_path / "demos.jsonl"
+    pool.write(path)
+    with pytest.raises(ValueError, match="--demos must be 0 or more, not -1"):
+        episode_demos(HarnessConfig(demos=-1, demo_pool=str(path)), object())

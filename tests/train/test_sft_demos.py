@@ -129,3 +129,10 @@ def test_adapters_trained_on_top_inherit_the_demonstrations(adapter, tiny_model,
                max_new_tokens=4, seed=0), init_adapter=str(base), progress=False)
     assert rollouts and all(t.messages[1].content.startswith(HEAD) for t in rollouts)
     inherited(tmp_path / "grpo")
+
+
+def test_a_negative_number_of_demos_is_refused(expert_trajs, tmp_path):
+    from trajforge.train.demos import sft_demos
+
+    with pytest.raises(ValueError, match="--demos must be 0 or more, not -2"):
+        sft_demos(expert_trajs[:5], -2, None, tmp_path)

@@ -245,6 +245,8 @@ def episode_demos(cfg, policy) -> Demos | None:
     defaulting to what the policy's adapter recorded (``HFPolicy.demos``); None when none."""
     recorded = getattr(policy, "demos", None) or {}
     k = cfg.demos if cfg.demos is not None else recorded.get("k", 0)
+    if k < 0:  # a slice [:k] would show all but the last -k tasks
+        raise ValueError(f"--demos must be 0 or more, not {k}")
     if not k:
         if cfg.demos is None and cfg.demo_pool is not None:
             raise ValueError(f"a demonstration pool ({cfg.demo_pool}) but no number to show: pass --demos K")

@@ -54,6 +54,8 @@ def sft_demos(data: list[Trajectory], k: int, source: str | None, out_dir: str |
     """The pool ``k`` demonstrations come from — ``source`` (a store's train split or a pool
     file; ``store/demos.py``), else the training data's successes — written into ``out_dir``
     (``write``: by this process; the others of a distributed run only read it)."""
+    if k < 0:  # a slice [:k] would show all but the last -k tasks
+        raise ValueError(f"--demos must be 0 or more, not {k}")
     if source is None:
         pool = DemoPool.from_trajectories(data)
     else:
