@@ -173,10 +173,26 @@ def test_grad_norm_nonfinite_and_exploding(tmp_path):
     curves(spike, loss=FALLING[:10], grad_norm=[1.0] * 9 + [40.0])
     curves(calm, loss=FALLING[:10], grad_norm=[1.0 + 0.1 * (i % 3) for i in range(10)])
     (f,) = fired(nan, "grad_norm")
-    assert f.status == "problem" and f.evidence["nonfinite_steps"] == 2
+    assert f.status == "problem" and f.evidence == {"nonfinite_steps": 2, "steps": 6}  # the NaN step counted once
     (s,) = fired(spike, "grad_norm")
     assert s.status == "warning" and s.evidence["max"] == 40.0
     assert not fired(calm, "grad_norm")
+
+
+def test_nonfinite_losses_are_counted_not_averaged(tmp_path):
+    """A NaN or inf loss among finite ones (a trainer other than trajforge's, which skips such
+    steps): the loss rules judge the finite values and grad_norm counts the step. A NaN in the
+    first fifth was a mean of NaN ("the loss went nan → 0.675", learning rate blamed on a falling
+    loss); an inf there read as a loss that fell 100% and hid a flat one."""
+    nan, inf = tmp_path / "nan", tmp_path / "inf"
+    curves(nan, loss=[math.nan] + FALLING[1:], evals=[(10, {"completion": 0.3}), (30, {"completion": 0.6})])
+    curves(inf, loss=[math.inf] + FLAT[1:])
+    assert not fired(nan, "loss_not_falling") and checked_ok(nan, "success_flat")
+    (g,) = fired(nan, "grad_norm")
+    assert g.evidence == {"nonfinite_steps": 1, "steps": 30}
+    (f,) = fired(inf, "loss_not_falling")
+    assert f.evidence["loss_first"] == f.evidence["loss_last"] == 1.5
+    assert fired(inf, "grad_norm")[0].evidence["nonfinite_steps"] == 1
 
 
 def test_lr_schedule_never_warmed(tmp_path):
@@ -431,6 +447,15 @@ def test_cli_text_and_json(tmp_path):
     data = json.loads(res.output)
     assert data["findings"][0]["rule"] == "loss_not_falling"
     assert runner.invoke(app, ["doctor", str(tmp_path / "missing")]).exit_code == 2
+
+
+def test_cli_names_a_bad_file_instead_of_a_traceback(tmp_path):
+    """Adapter metadata doctor computes with, of the wrong type: exit 2 naming the file and field
+    (it was a TypeError from rule_too_few_samples)."""
+    adapter(curves(tmp_path, loss=FALLING), config={"epochs": 2}, result={"samples": "8"})
+    res = CliRunner().invoke(app, ["doctor", str(tmp_path)])
+    assert res.exit_code == 2, res.exception
+    assert "trajforge_adapter.json: 'result.samples' must be a number, got '8'" in res.output
 
 
 def test_report_has_a_diagnosis_section(tmp_path):

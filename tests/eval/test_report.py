@@ -137,3 +137,15 @@ def test_pass_at_k_column_for_sampled_policies(run_dir):
     html = _summary_table(stats, None)
     assert "<th>pass@k</th>" in html and "@1 50% · @2 100%" in html
     assert "pass@k" not in _summary_table({"tuned": stats["tuned"]}, None)  # one sample each: no column
+
+
+def test_cli_names_a_metrics_json_it_cannot_read(run_dir, tmp_path):
+    """``policies`` that is not an object keyed by policy name: exit 2 naming the file (pick_pair
+    raised TypeError: 'int' object is not iterable), and no page half-written."""
+    root = tmp_path / "run"
+    shutil.copytree(run_dir.root, root)
+    (root / "metrics.json").write_text(json.dumps({"policies": 5}))
+    res = CliRunner().invoke(app, ["report", str(root)])
+    assert res.exit_code == 2, res.exception
+    assert "metrics.json: 'policies' must be an object keyed by policy name, got 5" in res.output
+    assert not (root / "report.html").exists()

@@ -163,9 +163,14 @@ def _troubled(t: Trajectory) -> bool:
     return any(s.errors or any(not r.ok for r in s.results) for s in t.steps)
 
 
+def _finite(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    return [(s, v) for s, v in points if math.isfinite(v)]
+
+
 def _window(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Mean of the first and of the last fifth of the values (at least one point each)."""
-    values = [v for _, v in points]
+    """Mean of the first and of the last fifth of the finite values (at least one point each): one
+    NaN/inf loss would make a mean of nothing; ``rule_grad_norm`` reports those steps."""
+    values = [v for _, v in _finite(points)]
     k = max(1, len(values) // 5)
     return sum(values[:k]) / k, sum(values[-k:]) / k
 
@@ -179,7 +184,7 @@ def _completion(ts: list[Trajectory]) -> float:
 
 
 def _loss_fell(c: Curves) -> bool:
-    if len(c.loss) < 2:
+    if len(_finite(c.loss)) < 2:
         return False
     first, last = _window(c.loss)
     return first > 0 and last <= (1 - LOSS_FALL) * first
@@ -252,7 +257,7 @@ def rule_success_flat(facts: Facts) -> Result:
 
 def rule_loss_not_falling(facts: Facts) -> Result:
     """The loss does not fall (SFT, DPO): the learning rate or the masks."""
-    curves = [c for c in facts.run.curves if len(c.loss) >= 2 and c.recipe != "grpo"]
+    curves = [c for c in facts.run.curves if len(_finite(c.loss)) >= 2 and c.recipe != "grpo"]
     if not curves:
         return "no SFT/DPO loss curve with 2+ points (a GRPO loss is not expected to fall)"
     out = []
@@ -272,7 +277,7 @@ def rule_loss_not_falling(facts: Facts) -> Result:
         if peak is not None and peak < LR_TINY:
             cause = f"the learning rate is too small ({peak:.1e} < {LR_TINY:.0e})"
             step = "raise --lr (LoRA SFT learns at 1e-4 to 1e-3; the library default is 2e-4)"
-        elif all(v == 0 for _, v in c.loss) or (tokens and loss_tokens is not None
+        elif all(v == 0 for _, v in _finite(c.loss)) or (tokens and loss_tokens is not None
                                                  and loss_tokens / tokens < LOSS_TOKEN_SHARE):
             cause = "almost no token carries loss: the masks hide the assistant turns"
             step = "check the loss masks (train/sequences.py) and --max-len: samples cut to prompts carry no loss"
@@ -286,18 +291,22 @@ def rule_loss_not_falling(facts: Facts) -> Result:
 
 def rule_grad_norm(facts: Facts) -> Result:
     """Non-finite gradient norms (skipped steps) or a norm that explodes."""
-    curves = [c for c in facts.run.curves if c.scalars.get("grad_norm") or c.scalars.get("skipped_nonfinite")]
+    curves = [c for c in facts.run.curves if c.scalars.get("grad_norm") or c.scalars.get("skipped_nonfinite")
+              or len(_finite(c.loss)) < len(c.loss)]
     if not curves:
         return "no gradient norms logged"
     out = []
     for c in curves:
         norms = [v for _, v in c.scalars.get("grad_norm", [])]
-        bad = sum(1 for v in norms if not math.isfinite(v)) + len(c.scalars.get("skipped_nonfinite", []))
+        points = c.scalars.get("grad_norm", []) + c.loss
+        nonfinite = {s for s, v in points if not math.isfinite(v)}  # a step whose loss and norm are both NaN is one
+        skipped = len(c.scalars.get("skipped_nonfinite", []))  # rows of their own, with no loss or norm
+        bad = len(nonfinite) + skipped
         finite = [v for v in norms if math.isfinite(v)]
         if bad:
             out.append(Finding(rule="grad_norm", status="problem", source=c.source,
                                title=f"{bad} steps with a NaN/inf loss or gradient (skipped)",
-                               evidence={"nonfinite_steps": bad, "steps": len(norms) + bad},
+                               evidence={"nonfinite_steps": bad, "steps": len({s for s, _ in points}) + skipped},
                                cause="numerical overflow: fp16, a learning rate too high, or an empty loss mask",
                                next_step="compute in bf16 or fp32 (TRAJFORGE_DTYPE), lower --lr, and check "
                                          "samples with no loss token"))

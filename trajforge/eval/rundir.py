@@ -9,7 +9,9 @@ A run directory is any directory; nothing about its layout is assumed beyond thi
 - **Policies** are the names recorded in the trajectories, in order of first appearance (shards in
   path order, lines in append order, so a policy evaluated first comes first).
 - **Adapters**: every ``trajforge_adapter.json`` a trainer saved (its config: learning rate,
-  epochs, tiers...; its result: samples, steps, tokens), outside checkpoint folders.
+  epochs, tiers...; its result: samples, steps, tokens), outside checkpoint folders. One that is
+  not a JSON object, or whose numbers ``trajforge doctor`` computes with are not numbers, is an
+  error naming the file and the field (as is a ``metrics.json`` that is not an object).
 - **Before / after**: given explicitly; else the first and last key of ``metrics.json``'s
   ``policies`` (what ``trajforge demo`` writes) when both are in the stores; else the two policies
   that attempted the most (task, sample) pairs in common, in order of appearance. With fewer than
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -122,42 +125,64 @@ def find_shards(root: Path) -> list[Path]:
 
 def _number(value: Any, where: str, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}: {what} must be a number, got {value!r}")
-    return float(value)
+        raise ValueError(f"{where}: {what} must be a number, got {value!r:.60}")
+    try:
+        return float(value)
+    except OverflowError:  # JSON integers have no size limit; floats do
+        raise ValueError(f"{where}: {what} is too large for a float") from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e})") from e
+
+
+def _load_json(text: str, where: str) -> Any:
+    """``json.loads`` whose every failure (torn, nested too deeply, an integer past the int-string
+    limit) is a ValueError naming ``where``."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{where}: not valid JSON ({e})") from e
 
 
 def read_curves(path: Path, root: Path) -> tuple[Curves, list[str]]:
     """Parse one ``curves.jsonl``; returns the curves and the torn lines skipped."""
     curves = Curves(source=str(path.relative_to(root)))
     skipped: list[str] = []
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = _read_text(path).split("\n")
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as e:
+        except (ValueError, RecursionError) as e:  # torn, nested too deeply, past the int-string limit
             if lineno == len(lines):  # no trailing newline: the last write was cut short
                 skipped.append(where)
                 continue
             raise ValueError(f"{where}: not a JSON line ({e})") from e
         if not isinstance(row, dict) or "step" not in row:
             raise ValueError(f"{where}: a curves row must be an object with a 'step', got {line[:80]!r}")
-        step = int(_number(row["step"], where, "'step'"))
+        step = _number(row["step"], where, "'step'")
+        if not math.isfinite(step):
+            raise ValueError(f"{where}: 'step' must be a finite number, got {row['step']!r}")
+        step = int(step)
         if curves.recipe is None and isinstance(row.get("recipe"), str):
             curves.recipe = row["recipe"]
         if "loss" in row:
             curves.loss.append((step, _number(row["loss"], where, "'loss'")))
         for name, value in row.items():
             if name not in _ROW_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
-                curves.scalars.setdefault(name, []).append((step, float(value)))
+                curves.scalars.setdefault(name, []).append((step, _number(value, where, repr(name))))
         if "eval" in row:
             if not isinstance(row["eval"], dict):
                 raise ValueError(f"{where}: 'eval' must be an object of metric → number, got {row['eval']!r:.60}")
             for name, value in row["eval"].items():
                 if name not in _EVAL_BOOKKEEPING and isinstance(value, (int, float)) and not isinstance(value, bool):
-                    curves.evals.setdefault(name, []).append((step, float(value)))
+                    curves.evals.setdefault(name, []).append((step, _number(value, where, f"'eval.{name}'")))
     return curves, skipped
 
 
@@ -165,11 +190,38 @@ def _read_metrics(root: Path) -> dict[str, Any] | None:
     path = root / METRICS_FILE
     if root.is_file() or not path.exists():
         return None
-    try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    return metrics if isinstance(metrics, dict) else None
+    metrics = _load_json(_read_text(path), str(path))
+    if not isinstance(metrics, dict):
+        raise ValueError(f"{path}: must be a JSON object, got {type(metrics).__name__}")
+    policies = metrics.get("policies")
+    # pick_pair reads its keys (a list of names reads the same); anything else would pick nonsense
+    if policies is not None and not (isinstance(policies, dict)
+                                     or isinstance(policies, list) and all(isinstance(p, str) for p in policies)):
+        raise ValueError(f"{path}: 'policies' must be an object keyed by policy name, got {policies!r:.60}")
+    return metrics
+
+
+_ADAPTER_NUMBERS = {"config": ("lr", "epochs"), "result": ("samples", "tokens", "loss_tokens")}
+"""The adapter metadata fields ``trajforge doctor`` computes with."""
+
+
+def _check_adapter(meta: dict[str, Any], where: str) -> None:
+    """The fields doctor computes with have the types it computes with: a hand-edited or foreign
+    file is an error naming the field, not a TypeError deep in a rule."""
+    for section, keys in _ADAPTER_NUMBERS.items():
+        part = meta.get(section)
+        if part is not None and not isinstance(part, dict):
+            raise ValueError(f"{where}: '{section}' must be an object, got {part!r:.60}")
+        for key in keys:
+            if (part or {}).get(key) is not None:
+                _number(part[key], where, f"'{section}.{key}'")
+    rounds = meta["rft"].get("rounds") if isinstance(meta.get("rft"), dict) else None
+    for r in rounds if isinstance(rounds, list) else []:
+        if not isinstance(r, dict):
+            raise ValueError(f"{where}: 'rft.rounds' must hold objects, got {r!r:.60}")
+        for key in ("round", "kept", "verified"):
+            if key in r:
+                _number(r[key], where, f"'rft.rounds[].{key}'")
 
 
 def _read_adapters(root: Path) -> dict[str, dict[str, Any]]:
@@ -179,11 +231,13 @@ def _read_adapters(root: Path) -> dict[str, dict[str, Any]]:
         if any(part.startswith(".") or part == "checkpoints" for part in rel.parts):
             continue
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
-        if isinstance(meta, dict):
-            found[str(rel)] = meta
+            meta = _load_json(_read_text(path), str(path))
+        except OSError as e:
+            raise ValueError(f"{path}: cannot be read ({e})") from e
+        if not isinstance(meta, dict):
+            raise ValueError(f"{path}: must be a JSON object, got {type(meta).__name__}")
+        _check_adapter(meta, str(path))
+        found[str(rel)] = meta
     return found
 
 

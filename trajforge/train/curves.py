@@ -22,6 +22,8 @@ class Curves:
         self.recipe = recipe
         if not append and self.path.exists():
             self.path.unlink()  # a fresh run starts fresh curves; a resumed one continues them
+        elif self.path.exists():
+            _end_last_line(self.path)
         self._tb = _tensorboard(self.dir / "tb")
 
     def log(self, step: int, **scalars: float) -> None:
@@ -44,6 +46,24 @@ class Curves:
     def _write(self, row: dict[str, Any]) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def _end_last_line(path: Path) -> None:
+    """Before a resumed run appends: a last line the killed run left without its newline would glue
+    onto the first new row, and the file would no longer read (``eval/rundir.read_curves`` skips
+    only a torn *last* line). A whole row missing only its newline gets one; a torn row is cut."""
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[start:])
+    except ValueError:
+        with open(path, "r+b") as f:
+            f.truncate(start)
+        return
+    with open(path, "ab") as f:
+        f.write(b"\n")
 
 
 def read_curves(path: str | Path) -> list[dict[str, Any]]:
