@@ -438,6 +438,15 @@ def test_healthy_run_says_so(tmp_path, expert_train, expert_held):
     assert {c.result for c in d.checks} == {"ok"}, [c for c in d.checks if c.result != "ok"]
 
 
+def test_an_empty_folder_is_not_called_healthy(tmp_path):
+    """ "healthy" means every rule that could look found nothing, never that none could look."""
+    d = diagnose(tmp_path)
+    assert not d.healthy and [f.rule for f in d.findings] == ["nothing_checked"]
+    assert {c.result for c in d.checks} == {"not checked"}
+    res = CliRunner().invoke(app, ["doctor", str(tmp_path)])
+    assert "nothing could be checked" in res.output and "nothing wrong found" not in res.output
+
+
 def test_cli_text_and_json(tmp_path):
     curves(tmp_path, loss=FLAT, lr=[1e-9] * 30)
     runner = CliRunner()

@@ -729,12 +729,17 @@ def diagnose_run(run: Run) -> Diagnosis:
             continue
         findings += got
         checks.append(Check(rule=name, result="fired" if got else "ok"))
-    if not findings:
-        looked = [c.rule for c in checks if c.result == "ok"]
+    looked = [c.rule for c in checks if c.result == "ok"]
+    if not findings and not looked:  # "healthy" never means "nothing was looked at"
+        findings.append(Finding(rule="nothing_checked", status="warning", title="nothing could be checked",
+                                cause=f"no rule could look at {run.root}: no stores, curves or adapters it can read",
+                                evidence={"rules_not_checked": len(checks)},
+                                next_step="point doctor at a run directory (trajectory stores, curves.jsonl, "
+                                          "metrics.json, trajforge_adapter.json)"))
+    elif not findings:
         findings.append(Finding(rule="healthy", status="healthy", title="nothing wrong found",
                                 cause="no rule fired", evidence={"rules_checked": looked},
-                                next_step="compare against a baseline on held-out tasks"
-                                          if looked else "nothing could be checked: add stores or curves"))
+                                next_step="compare against a baseline on held-out tasks"))
     return Diagnosis(root=str(run.root), subject=facts.subject, findings=findings, checks=checks)
 
 
