@@ -149,3 +149,15 @@ def test_cli_names_a_metrics_json_it_cannot_read(run_dir, tmp_path):
     assert res.exit_code == 2, res.exception
     assert "metrics.json: 'policies' must be an object keyed by policy name, got 5" in res.output
     assert not (root / "report.html").exists()
+
+
+def test_a_curve_matplotlib_cannot_scale_is_named_and_the_page_still_written(run_dir, tmp_path):
+    """A diverged run's loss spanning ±1e308: matplotlib cannot lay out the axis (ValueError); the
+    report says so for that curve instead of writing no page."""
+    root = tmp_path / "run"
+    shutil.copytree(run_dir.root, root)
+    rows = [{"step": 1, "recipe": "sft", "loss": -1e308}, {"step": 2, "recipe": "sft", "loss": 1e308}]
+    (root / "train" / "sft" / "curves.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(app, ["report", str(root)])
+    assert res.exit_code == 0, res.output
+    assert "could not be plotted" in (root / "report.html").read_text()

@@ -247,7 +247,11 @@ def _curves_section(run: Run) -> str:
             out.append(f"<p><code>{esc(c.source)}</code> has no loss or eval rows yet.</p>")
             continue
         label = f"{c.recipe} ({c.source})" if c.recipe else c.source
-        out.append(_img(plots.learning_curves(c.loss, c.evals, label), f"learning curves {c.source}"))
+        try:
+            out.append(_img(plots.learning_curves(c.loss, c.evals, label), f"learning curves {c.source}"))
+        except (ValueError, OverflowError) as e:  # values matplotlib cannot scale (a diverged run's ±1e308)
+            out.append(f"<p><code>{esc(c.source)}</code> could not be plotted ({esc(str(e))}); its numbers are "
+                       f"in the file and in the Diagnosis section.</p>")
     return "".join(out)
 
 
