@@ -128,3 +128,12 @@ def test_a_client_hanging_up_mid_stream_does_not_wedge_the_server(server):
             assert next(lines).startswith("data: ")
         # The connection is gone mid-generation; the generation lock must come free.
     assert greedy(server, "beta").choices[0].finish_reason in ("length", "stop")
+
+
+def test_a_temperature_too_small_for_float32_samples_the_best_token(server):
+    """Every temperature in OpenAI's range is answered: 1e-40 used to divide the float32 logits into
+    inf - inf = nan, and the request failed with a 500."""
+    want = greedy(server, "alpha").choices[0].model_extra["token_ids"]
+    for temperature in (1e-40, 5e-324):
+        got = greedy(server, "alpha", temperature=temperature, seed=1)
+        assert got.choices[0].model_extra["token_ids"] == want

@@ -163,7 +163,9 @@ def pick(logits, sampling: Sampling, gen) -> Token:
     if sampling.temperature <= 0:
         tid = int(torch.argmax(logits))
     else:
-        probs = torch.softmax(logits / sampling.temperature, -1)
+        # Best logit shifted to 0, in float64: a temperature float32 cannot divide by (1e-40 is
+        # in range) made inf - inf = nan there, and multinomial refused it; this samples the best.
+        probs = torch.softmax((logits.double() - logits.max()) / sampling.temperature, -1)
         if sampling.top_p < 1.0:
             sorted_p, order = probs.sort(descending=True)
             keep = sorted_p.cumsum(0) - sorted_p < sampling.top_p  # the best token always stays
