@@ -65,3 +65,34 @@ def test_runtime_updates_are_off_unless_asked_for(tiny):
         r = httpx.post(f"{srv.url}/load_lora_adapter", json={"lora_name": "a", "lora_path": adapters["alpha"]})
         assert r.status_code == 404 and "--allow-adapter-updates" in r.text
         assert _models(srv.url) == {str(base)}
+
+
+def test_an_adapter_reloaded_under_its_name_renders_with_its_own_template(tiny, tmp_path):
+    """Unloading used to keep the adapter's cached renderer (a tokenizer per name, GRPO loads one per
+    step): the next adapter loaded under that name rendered with the unloaded one's template."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from tests.tiny import CHATML
+
+    base, adapters = tiny
+    tok = AutoTokenizer.from_pretrained(base)
+    for tag in ("first", "second"):  # templates that differ in one word after the role
+        folder = tmp_path / tag
+        shutil.copytree(adapters["alpha"], folder)
+        tok.save_pretrained(folder)
+        meta = json.loads((folder / "trajforge_adapter.json").read_text())
+        meta["chat_template"] = {"text": CHATML.replace("message['role'] + ", f"message['role'] + ' {tag}' + ")}
+        (folder / "trajforge_adapter.json").write_text(json.dumps(meta))
+    with start_server(str(base), dtype="float32", allow_adapter_updates=True) as srv:
+        for tag in ("first", "second"):
+            r = httpx.post(f"{srv.url}/load_lora_adapter", json={"lora_name": "z", "lora_path": str(tmp_path / tag)})
+            assert r.status_code == 200, r.text
+            prompt = httpx.post(f"{srv.url}/chat/completions", timeout=30, json={
+                "model": "z", "max_tokens": 1, "return_token_ids": True,
+                "messages": [{"role": "user", "content": "hi"}]}).json()["prompt_token_ids"]
+            assert tok.decode(prompt).startswith(f"<|im_start|>user {tag}\nhi")
+            assert httpx.post(f"{srv.url}/unload_lora_adapter", json={"lora_name": "z"}).status_code == 200
+        assert srv.service._renderers == {}  # nothing kept for adapters no longer served

@@ -117,6 +117,8 @@ class ChatService:
             raise ServeError(404, f"The lora adapter '{name[:200]}' cannot be found.", param="lora_name",
                              code="not_found")
         del self.models[name]
+        # Its renderer too: an adapter loaded later under this name may record another template.
+        self._renderers.pop(name, None)
         self.backend.unload_adapter(name)
         return f"Success: LoRA adapter '{name}' removed successfully."
 
