@@ -87,3 +87,33 @@ def test_a_changed_pool_is_refused(tiny, with_demos, tmp_path):
     (copy / "demos.jsonl").write_text((copy / "demos.jsonl").read_text().replace("SELECT", "select"))
     with pytest.raises(ServeConfigError, match="changed after training"):
         served_models(str(tiny[0]), {"demo": str(copy)})
+
+
+@pytest.mark.parametrize("demos,needle", [
+    ({"pool": "demos.jsonl", "k": -2}, "records -2 demonstrations; the number must be 0 or more"),
+    ({"k": 2}, "KeyError: 'pool'"),
+    ({"pool": "demos.jsonl", "k": "two"}, "ValueError"),
+    ([2], "demos record"),
+], ids=["negative-k", "no-pool", "k-not-a-number", "not-an-object"])
+def test_a_damaged_demos_record_is_refused(tiny, with_demos, tmp_path, demos, needle):
+    """A negative k used to show all but the last -k pool tasks (eval refuses it), and a record
+    without its fields crashed the CLI (and a runtime load answered 500)."""
+    import shutil
+
+    import httpx
+    from transformers import AutoTokenizer
+
+    from tests.serve.conftest import ScriptedBackend
+    from trajforge.serve import ChatService, Server
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(with_demos, copy)
+    meta = json.loads((copy / "trajforge_adapter.json").read_text())
+    (copy / "trajforge_adapter.json").write_text(json.dumps({**meta, "demos": demos}))
+    with pytest.raises(ServeConfigError, match="demo") as e:
+        served_models(str(tiny[0]), {"demo": str(copy)})
+    assert needle in str(e.value)
+    backend = ScriptedBackend(AutoTokenizer.from_pretrained(tiny[0]), lambda adapter, prompt: "hi")
+    with Server(ChatService(backend, served_models("tiny", {})), allow_adapter_updates=True) as srv:
+        r = httpx.post(srv.url + "/load_lora_adapter", json={"lora_name": "demo", "lora_path": str(copy)})
+    assert r.status_code == 400 and needle in r.json()["error"]["message"], r.text

@@ -97,9 +97,16 @@ def served_adapter(name: str, path: str | Path, default: str, forced: str | None
 
 def _demos(name: str, meta: dict, path: str | Path) -> Demos | None:
     """The demonstrations an adapter was trained with, its pool checked against the recorded hash."""
-    recorded = trained_demos(meta, path)
+    try:
+        recorded = trained_demos(meta, path)
+    except (AttributeError, KeyError, TypeError, ValueError) as e:  # a hand-edited or damaged meta
+        raise ServeConfigError(f"adapter {name!r}: the demos record in its {ADAPTER_META} is not "
+                               f'{{"pool": FILE, "sha256": HEX, "k": N}}: {type(e).__name__}: {e}') from None
     if recorded is None:
         return None
+    if recorded["k"] < 0:  # a slice [:k] would show all but the last -k tasks; eval refuses it too
+        raise ServeConfigError(f"adapter {name!r}: its {ADAPTER_META} records {recorded['k']} demonstrations; "
+                               "the number must be 0 or more")
     try:
         return Demos(load_pool(recorded["pool"], recorded["sha256"]), recorded["k"])
     except (OSError, ValueError) as e:
