@@ -117,3 +117,16 @@ def test_a_damaged_demos_record_is_refused(tiny, with_demos, tmp_path, demos, ne
     with Server(ChatService(backend, served_models("tiny", {})), allow_adapter_updates=True) as srv:
         r = httpx.post(srv.url + "/load_lora_adapter", json={"lora_name": "demo", "lora_path": str(copy)})
     assert r.status_code == 400 and needle in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.parametrize("text,needle", [("{torn", "is not valid JSON"), ("[1]", "holds a JSON list")])
+def test_an_adapter_meta_that_is_not_a_json_object_is_refused_by_name(tiny, with_demos, tmp_path, text, needle):
+    """A trajforge_adapter.json torn by a killed save crashed `trajforge serve` with a traceback."""
+    import shutil
+
+    copy = tmp_path / "torn"
+    shutil.copytree(with_demos, copy)
+    (copy / "trajforge_adapter.json").write_text(text)
+    with pytest.raises(ServeConfigError, match=needle) as e:
+        served_models(str(tiny[0]), {"demo": str(copy)})
+    assert "trajforge_adapter.json" in str(e.value)

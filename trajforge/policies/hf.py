@@ -49,7 +49,13 @@ def read_adapter_meta(adapter_dir: str | Path) -> dict:
     path = Path(adapter_dir) / ADAPTER_META
     if not path.exists():
         raise FileNotFoundError(f"{adapter_dir} is not a trajforge adapter (no {ADAPTER_META})")
-    return json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as e:  # torn by a killed save, hand-edited, not UTF-8
+        raise ValueError(f"{path} is not valid JSON ({e}); retrain or restore the adapter's meta") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} holds a JSON {type(meta).__name__}, not an object")
+    return meta
 
 
 def check_adapter(adapter_dir: str | Path, fingerprint: str) -> dict:

@@ -53,9 +53,17 @@ def check_adapter_dir(name: str, path: str | Path) -> Path:
 
 def adapter_dialect(path: str | Path) -> str | None:
     """The dialect an adapter was trained with, from its trajforge meta (None without one)."""
+    return _meta(path).get("dialect")
+
+
+def _meta(path: str | Path) -> dict:
+    """An adapter's trajforge meta ({} without one); a damaged one is a config error naming it."""
     if not (Path(path) / ADAPTER_META).is_file():
-        return None
-    return read_adapter_meta(path).get("dialect")
+        return {}
+    try:
+        return read_adapter_meta(path)
+    except ValueError as e:
+        raise ServeConfigError(str(e)) from None
 
 
 def adapter_rank(path: str | Path) -> int:
@@ -86,7 +94,7 @@ def served_adapter(name: str, path: str | Path, default: str, forced: str | None
     if forced and trained and trained != forced:
         raise ServeConfigError(f"adapter {name!r} was trained with dialect {trained!r} "
                                f"(its {ADAPTER_META}) but --dialect is {forced!r}")
-    meta = read_adapter_meta(path) if (Path(path) / ADAPTER_META).is_file() else {}
+    meta = _meta(path)
     render_mode = meta.get("render_mode") or "dialect"
     if render_mode not in RENDER_MODES:
         raise ServeConfigError(f"adapter {name!r}: unknown render mode {render_mode!r} in its {ADAPTER_META}")
