@@ -190,3 +190,40 @@ def test_sharegpt_refuses_a_dataset_info_that_is_not_an_object(tmp_path, trajs):
         with pytest.raises(ValueError, match=f"dataset_info.json {message}"):
             ex.write_sharegpt(trajs, lf)
         assert (lf / "dataset_info.json").read_text() == text and not (lf / "trajforge.jsonl").exists()
+
+
+def test_id_less_calls_keep_their_results_through_import_and_export(trajs):
+    """A file whose calls and results carry no ids: each result answers its turn's calls in order
+    (named after its own call), and exporting again keeps them tool results, not user feedback."""
+    rec = ex.to_openai(trajs[-1])  # the turn with two calls, then the rest
+    for m in rec["messages"]:
+        m.pop("tool_call_id", None)
+        for tc in m.get("tool_calls", []):
+            tc.pop("id")
+    back = ex.from_openai(rec, "sql", task_id="x")
+    calls = [c for m in back.messages if m.role == "assistant" for c in m.tool_calls]
+    results = [m for m in back.messages if m.role == "tool"]
+    assert [m.name for m in results] == [c.name for c in calls]
+    assert [m.tool_call_id for m in results] == [c.id for c in calls] and None not in [c.id for c in calls]
+    again = ex.to_openai(back)["messages"]
+    assert [m["role"] for m in again] == [m["role"] for m in rec["messages"]]
+
+
+def test_sharegpt_lines_of_the_wrong_shape_are_named_not_crashed_on(tmp_path, trajs):
+    good = json.dumps(ex.to_sharegpt(trajs[0]))
+    bad = [[1, 2], {"conversations": "hi"}, {"conversations": ["hi"]},
+           {"conversations": [{"from": "human", "value": 5}]},
+           {"conversations": [{"from": "function_call", "value": "[1]"}]}, {"tools": [{"name": "run_sql"}]},
+           {"tools": "5", "conversations": []}]
+    path = tmp_path / "sg.jsonl"
+    path.write_text("\n".join([good, *map(json.dumps, bad), good]) + "\n")
+    with pytest.raises(ValueError) as e:
+        ex.import_sharegpt(path, env="sql")
+    for lineno, needle in enumerate(["the record must be an object", "conversations must be an array",
+                                     "conversations[0] must be an object", "conversations[0].value must be a string",
+                                     "conversations[0] function_call must be an object"], start=2):
+        assert f"{path}:{lineno}: sg:{lineno - 1}: {needle}" in str(e.value)
+    assert "(and 2 more)" in str(e.value)
+    report = ex._read_records(path, lambda rec, task_id: ex.from_sharegpt(rec, "sql", task_id=task_id))
+    assert len(report.trajectories) == 2 and len(report.rejected) == len(bad)
+    assert "tools must be a string" in report.rejected[5] and "tools must be an array" in report.rejected[6]

@@ -200,6 +200,7 @@ def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str =
     record = _typed(record, dict, "the record", task_id)
     toolset = _import_toolset(env, _typed(record.get("tools"), (list, type(None)), "tools", task_id), task_id)
     names: dict[str, str] = {}
+    unanswered: list[str] = []  # the current turn's call ids that no tool message has answered yet
     messages: list[Message] = []
     weights: list[int] = []
     for i, m in enumerate(_typed(record.get("messages") or [], list, "messages", task_id)):
@@ -213,7 +214,8 @@ def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str =
                 tc = _typed(tc, dict, where, task_id)
                 fn = _typed(tc.get("function", {}), dict, f"{where}.function", task_id)
                 name = _typed(fn.get("name", ""), str, f"{where}.function.name", task_id)
-                call_id = _typed(tc.get("id"), (str, type(None)), f"{where}.id", task_id)
+                # An id-less call gets the id export makes up, so that its result pairs with it.
+                call_id = _typed(tc.get("id"), (str, type(None)), f"{where}.id", task_id) or f"call_{len(weights)}_{k}"
                 args = fn.get("arguments", "{}")
                 try:
                     args = json.loads(args) if isinstance(args, str) else args
@@ -223,10 +225,15 @@ def from_openai(record: dict[str, Any], env: str, *, task_id: str, policy: str =
                 calls.append(ToolCall(name=name, arguments=_typed(args, dict, f"{where}.function.arguments",
                                                                   task_id), id=call_id))
                 names[call_id] = name
+            unanswered = [c.id for c in calls]
             messages.append(Message(role="assistant", content=content, tool_calls=calls))
             weights.append(_weight(m.get("weight", 1), f"{task_id}: messages[{i}].weight"))
         elif role == "tool":
             cid = _typed(m.get("tool_call_id"), (str, type(None)), f"messages[{i}].tool_call_id", task_id)
+            if cid is None and unanswered:
+                cid = unanswered[0]  # an id-less result answers its turn's calls in order
+            if cid in unanswered:
+                unanswered.remove(cid)
             messages.append(Message(role="tool", content=content, tool_call_id=cid, name=names.get(cid)))
         elif role == "user" and m.get("name"):
             name = _typed(m["name"], str, f"messages[{i}].name", task_id)
@@ -342,12 +349,15 @@ def to_sharegpt(traj: Trajectory) -> dict[str, Any]:
 
 def from_sharegpt(record: dict[str, Any], env: str, *, task_id: str, policy: str = "imported",
                   dialect: str = "hermes") -> Trajectory:
-    tools = json.loads(record["tools"]) if record.get("tools") else None
-    toolset = _import_toolset(env, tools, task_id)
+    record = _typed(record, dict, "the record", task_id)
+    tools = json.loads(_typed(record["tools"], str, "tools", task_id)) if record.get("tools") else None
+    toolset = _import_toolset(env, _typed(tools, (list, type(None)), "tools", task_id), task_id)
     messages = [Message(role="system", content=record.get("system") or "")]
     calls: list[ToolCall] = []
-    for i, turn in enumerate(record.get("conversations") or []):
-        kind, value = turn.get("from"), turn.get("value") or ""
+    for i, turn in enumerate(_typed(record.get("conversations") or [], list, "conversations", task_id)):
+        turn = _typed(turn, dict, f"conversations[{i}]", task_id)
+        kind = turn.get("from")
+        value = _typed(turn.get("value") or "", str, f"conversations[{i}].value", task_id)
         if kind == "human":
             messages.append(Message(role="user", content=value))
         elif kind == "gpt":
@@ -361,7 +371,8 @@ def from_sharegpt(record: dict[str, Any], env: str, *, task_id: str, policy: str
                 obj = json.loads(value)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{task_id}: conversations[{i}] function_call is not JSON: {e}") from e
-            objs = obj if isinstance(obj, list) else [obj]
+            objs = [_typed(o, dict, f"conversations[{i}] function_call", task_id)
+                    for o in (obj if isinstance(obj, list) else [obj])]
             calls = [ToolCall(name=o.get("name", ""), arguments=o.get("arguments") or {},
                               id=f"call_{i}_{k}") for k, o in enumerate(objs)]
             messages.append(Message(role="assistant", content=content, tool_calls=calls))
