@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -158,3 +159,30 @@ def test_a_changed_database_is_refused_by_name(tmp_path):
     task = next(t for t in read_tasks(out) if t.db.endswith("library.sqlite"))
     with pytest.raises(DatabaseChanged, match="library.sqlite"):
         check_database(task)
+
+
+def test_a_json_array_saved_with_a_bom_is_read_as_one(root, tmp_path):
+    """Windows editors start a file with a BOM: the array is still an array, not one bad line."""
+    bommed = tmp_path / "dev.json"
+    bommed.write_bytes(b"\xef\xbb\xbf" + (root / "spider_dev.json").read_bytes())
+    plain = questions_to_tasks(None, root / "spider_dev.json", db_dir=root / "database", split="dev")
+    report = questions_to_tasks(None, bommed, db_dir=root / "database", split="dev")
+    assert [t.id for t in report.tasks] == [t.id for t in plain.tasks] and len(report.tasks) == 11
+    assert [r.source for r in report.rejected] == ["dev.json[11]", "dev.json[12]"]
+
+
+def test_one_question_on_two_databases_of_one_name_is_two_tasks(root, tmp_path):
+    """A task's id names its database by file name: the same row on v1/ and v2/library.sqlite must
+    still be two tasks, not one dropped as a repeat of the other's id."""
+    for v in ("v1", "v2"):
+        (tmp_path / v).mkdir()
+        (tmp_path / v / "library.sqlite").write_bytes(database(root, "library").read_bytes())
+    with sqlite3.connect(tmp_path / "v2" / "library.sqlite") as conn:
+        conn.execute("INSERT INTO author VALUES (9, 'Machado de Assis', 1839, 'Brazil')")
+    row = '{"question": "How many authors are from Brazil?", "sql": "SELECT count(*) FROM author ' \
+          'WHERE country = \'Brazil\'", "db": "%s/library.sqlite"}\n'
+    (tmp_path / "q.jsonl").write_text(row % "v1" + row % "v2")
+    out = tmp_path / "pool.jsonl"
+    res = cli("synth", "--env", "sql", "--questions", tmp_path / "q.jsonl", "--split", "train", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert [(Path(t.db).parent.name, t.expected) for t in read_tasks(out)] == [("v1", 2), ("v2", 3)]

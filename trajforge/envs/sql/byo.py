@@ -190,7 +190,8 @@ def questions_to_tasks(db: str | Path | None, questions: str | Path, *, db_dir: 
         except FileNotFoundError as e:
             rejected.append(Rejection(reason="no_database", detail=str(e), source=row.source))
             continue
-        key = (path, q.question, q.sql, q.evidence)
+        # Keyed as task_id is (by the database's name): rows on two files of one name stay two tasks.
+        key = (path.name, q.question, q.sql, q.evidence)
         try:
             task = question_task(path, q, env, compare, occurrence=repeats[key])
         except PlanRejected as e:

@@ -19,6 +19,7 @@ row's source is ``file:line`` (JSONL) or ``file[index]`` (JSON, as the array ind
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -103,7 +104,8 @@ def read_questions(path: str | Path) -> tuple[list[Row], list[BadRow]]:
         raise QuestionsError(f"{path} is {size / 2**20:.0f} MB; questions files up to "
                              f"{MAX_FILE_BYTES // 2**20} MB are read")
     raw = path.read_bytes()
-    if raw.lstrip()[:1] == b"[":
+    # A BOM (Windows editors write one) comes before the "[" that says the file is a JSON array.
+    if raw.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"[":
         return _json_rows(path, raw)
     return _jsonl_rows(path, raw)
 
