@@ -6,6 +6,7 @@ DPO itself are real."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,33 @@ def test_train_dpo_with_tasks_samples_a_real_model_in_rounds(tiny_model, sql_tas
     assert refused.exit_code == 2 and "starts from an adapter" in " ".join(refused.output.split())
     resumed = CliRunner().invoke(app, [*args, "--init-adapter", str(start), "--resume"])
     assert resumed.exit_code == 2 and "resumes the sampling by itself" in " ".join(resumed.output.split())
+
+
+def test_a_rerun_with_fewer_attempts_or_tasks_pairs_only_its_own_attempts(sql_tasks, expert_trajs, tmp_path,
+                                                                          monkeypatch):
+    """The samples store of an earlier run in the same out dir, same sampler name: a rerun with
+    fewer attempts per task or fewer tasks builds its pairs from what it asked for only."""
+    import trajforge.train.dpo_online as online
+    from trajforge.train.dpo import DPOResult
+
+    pools = []
+
+    def fake_dpo(pool, model, out_dir, cfg, init_adapter=None, progress=True):  # at the model boundary
+        pools.append(sorted((t.task_id, t.policy, t.sample) for t in pool))
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        return DPOResult(adapter_dir=str(out_dir), pairs=1, skipped={}, steps=1, losses=[0.0], margins=[0.0],
+                         accuracy=[0.0], seconds=0.0)
+
+    monkeypatch.setattr(online, "train_dpo", fake_dpo)
+    tasks = [t for t in sql_tasks if t.split == "train"][:3]
+    cfg = OnlineDPOConfig(rounds=1, attempts=3, **TINY)
+    policy_for = lambda adapter, r: _Flaky(f"dpo-round{r}")  # noqa: E731
+    train_dpo_online(tasks, expert_trajs, "m", tmp_path / "online", cfg, init_adapter="start",
+                     policy_for=policy_for, progress=False)
+    for i, (pool, attempts) in enumerate([(tasks, 2), (tasks[:2], 3)]):
+        run = dict(cfg=cfg.model_copy(update={"attempts": attempts}), init_adapter="start", policy_for=policy_for,
+                   progress=False)
+        fresh = train_dpo_online(pool, expert_trajs, "m", tmp_path / f"fresh-{i}", **run)
+        again = train_dpo_online(pool, expert_trajs, "m", tmp_path / "online", **run)
+        assert again.rounds[1].sampled == fresh.rounds[1].sampled == len(pool) * attempts
+        assert pools[-1] == pools[-2]

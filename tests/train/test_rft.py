@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,7 +20,7 @@ from trajforge.store import TrajectoryStore
 from trajforge.tasks.pool import write_tasks
 from trajforge.tasks.repair import Planner
 from trajforge.train.rft import RFTConfig, call_signature, keep_verified, round_key, train_rft, unsure_tasks
-from trajforge.train.sft import SFTConfig
+from trajforge.train.sft import SFTConfig, SFTResult
 
 TINY = dict(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1)
 
@@ -261,3 +263,121 @@ def test_warm_rounds_reinforce_the_tasks_still_failed_sometimes(tiny_model, sql_
     assert [(r.kept, r.reinforced) for r in on[1:]] == [(3, 0), (3, 3)] and on[2].trained_on == 3 + 3
     meta = json.loads((tmp_path / "rft-1.0" / "trajforge_adapter.json").read_text())
     assert meta["rft"]["config"]["reinforce_below"] == 1.0 and meta["rft"]["rounds"][2]["reinforced"] == 3
+
+
+def _fake_sft(trained: list):
+    """``train_sft`` at the model boundary: an adapter whose weights are a digest of its data (so
+    a round trained on other data has another digest); what each call trained on is appended to
+    ``trained``."""
+    def fake(data, model, out_dir, cfg, progress=True, init_adapter=None):
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        trained.append([(t.task_id, t.policy, t.sample) for t in data])
+        digest = hashlib.sha256("".join(t.model_dump_json() for t in data).encode()).digest()
+        (out / "adapter_model.safetensors").write_bytes(digest)
+        return SFTResult(adapter_dir=str(out), samples=len(data), skipped={}, tokens=0, loss_tokens=0,
+                         steps=1, losses=[0.0], seconds=0.0)
+    return fake
+
+
+def test_a_rerun_with_other_tasks_attempts_or_temperature_takes_only_its_own_attempts(
+        sql_tasks, expert_trajs, tmp_path, monkeypatch):
+    """An out dir holding an earlier run's attempts under the same sampler name (round 0 trained
+    on the same expert data): a rerun with fewer tasks, fewer attempts or another temperature
+    keeps and trains on what a fresh run would, not on the earlier run's extra attempts."""
+    import trajforge.train.rft as rft
+
+    trained: list = []
+    monkeypatch.setattr(rft, "train_sft", _fake_sft(trained))
+    tasks = _train(sql_tasks)[:3]
+
+    def sampler(temperature):
+        def policy_for(adapter, round_):
+            policy = RepairPolicy(Planner(_train(sql_tasks)), name=f"rft-round{round_}")
+            policy.temperature = temperature
+            return policy
+        return policy_for
+
+    cfg = RFTConfig(rounds=1, attempts=3, keep_per_task=3, **TINY)
+    train_rft(tasks, expert_trajs[:4], "m", tmp_path / "rft", cfg, policy_for=sampler(0.7), progress=False)
+    for i, (pool, attempts, temperature) in enumerate([(tasks[:2], 3, 0.7), (tasks, 2, 0.7), (tasks, 3, 0.9)]):
+        run = dict(cfg=cfg.model_copy(update={"attempts": attempts}), policy_for=sampler(temperature), progress=False)
+        trained.clear()
+        fresh = train_rft(pool, expert_trajs[:4], "m", tmp_path / f"fresh-{i}", **run)
+        again = train_rft(pool, expert_trajs[:4], "m", tmp_path / "rft", **run)
+        assert again.rounds[1].sampled == len(pool) * attempts
+        assert [r.model_dump(include={"sampled", "verified", "solved_tasks", "kept", "trained_on"})
+                for r in again.rounds] == [r.model_dump(include={"sampled", "verified", "solved_tasks", "kept",
+                                                                  "trained_on"}) for r in fresh.rounds]
+        assert trained[-1] == trained[1]  # round 1 trained on the same data (round 0 is reused)
+
+
+def test_a_store_with_a_torn_line_and_an_env_fault_is_resampled_there(sql_tasks, expert_trajs, tmp_path,
+                                                                       monkeypatch):
+    """A crash mid-write (a torn last line) and an episode the infrastructure ended: a rerun
+    samples both again, keeps no fault as data, and trains what the first run trained."""
+    import trajforge.train.rft as rft
+
+    trained: list = []
+    monkeypatch.setattr(rft, "train_sft", _fake_sft(trained))
+    tasks = _train(sql_tasks)[:2]
+    sampler = lambda adapter, r: RepairPolicy(Planner(_train(sql_tasks)), name=f"rft-round{r}")  # noqa: E731
+    cfg = RFTConfig(rounds=1, attempts=2, keep_per_task=2, **TINY)
+    first = train_rft(tasks, expert_trajs[:4], "m", tmp_path / "rft", cfg, policy_for=sampler, progress=False)
+    store = TrajectoryStore(tmp_path / "rft" / "samples")
+    trajs = store.read()
+    fault = trajs[0].model_copy(update={"end": "env_fault", "outcome": trajs[0].outcome.model_copy(
+        update={"tier": "env_fault"})})
+    store.rewrite([fault] + trajs[2:])  # trajs[1]: lost to the crash
+    with open(store.shards()[0], "a") as f:
+        f.write(trajs[1].model_dump_json()[:50])
+    again = train_rft(tasks, expert_trajs[:4], "m", tmp_path / "rft", cfg, policy_for=sampler, progress=False)
+    assert again.rounds[1].model_dump(include={"sampled", "verified", "kept", "trained_on"}) == \
+        first.rounds[1].model_dump(include={"sampled", "verified", "kept", "trained_on"})
+    assert trained[-1] == trained[1]  # the two resampled attempts in place of the lost ones
+    assert store.read() and store.torn and not any(t.end == "env_fault" for t in store.read())
+
+
+def test_an_env_fault_is_no_failed_attempt_of_the_policy(sql_tasks):
+    """``reinforce_below`` judges the policy on its own attempts: one the infrastructure ended
+    says nothing about how often the policy solves the task."""
+    tasks = _train(sql_tasks)[:2]
+    sampled = [graded(t) for t in run_episodes(tasks, _Flaky("flaky"), samples=2)]
+    solved = [t for t in sampled if t.outcome.correct]
+    faulted = [t.model_copy(update={"end": "env_fault", "outcome": t.outcome.model_copy(update={"tier": "env_fault"})})
+               for t in sampled if not t.outcome.correct]
+    assert unsure_tasks(solved + faulted, 1.0) == set()
+    assert unsure_tasks(sampled, 1.0) == {t.id for t in tasks}
+
+
+def test_a_negative_time_budget_is_refused(sql_tasks, expert_trajs, tmp_path, monkeypatch):
+    """``--max-minutes -1`` is a mistake, not a budget spent before the run began (which trained
+    round 0 for a second and stopped)."""
+    import trajforge.train.rft as rft
+
+    trained: list = []
+    monkeypatch.setattr(rft, "train_sft", _fake_sft(trained))
+    cfg = RFTConfig(rounds=1, attempts=1, max_seconds=-60, **TINY)
+    with pytest.raises(ValueError, match="max_seconds"):
+        train_rft(_train(sql_tasks)[:2], expert_trajs[:4], "m", tmp_path / "rft", cfg,
+                  policy_for=lambda adapter, r: RepairPolicy(Planner(_train(sql_tasks))), progress=False)
+    assert trained == []
+
+
+def test_the_adopted_adapters_meta_is_the_last_rounds_not_an_earlier_runs(tmp_path):
+    """The last round's adapter has no trajforge meta (a PEFT adapter from elsewhere given as
+    ``init_adapter``, no round run): the out dir's meta from an earlier run, with the lineage
+    that loading the adapter would merge beneath it, must not survive the copy."""
+    from trajforge.policies.hf import ADAPTER_META, adapter_lineage
+    from trajforge.train.rft import adopt_last_round
+
+    out, last = tmp_path / "rft", tmp_path / "foreign"
+    out.mkdir()
+    last.mkdir()
+    (last / "adapter_model.safetensors").write_bytes(b"new")
+    (out / "adapter_model.safetensors").write_bytes(b"old")
+    (out / ADAPTER_META).write_text(json.dumps({"init_adapter": str(out / "round-1"), "recipe": "rft"}))
+    adopt_last_round(out, last, "rft", {"rounds": []})
+    meta = json.loads((out / ADAPTER_META).read_text())
+    assert "init_adapter" not in meta and meta["rft"] == {"rounds": []}
+    assert adapter_lineage(out) == [str(out)]

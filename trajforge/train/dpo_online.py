@@ -72,7 +72,6 @@ def train_dpo_online(tasks: list[Task], expert: list[Trajectory], model: str, ou
     """Rounds of sampling and DPO (module docstring). ``policy_for(adapter, round)``: the sampler
     (default: the adapter as an ``hf:`` policy at ``cfg.temperature``)."""
     from trajforge.harness import HarnessConfig
-    from trajforge.store import TrajectoryStore
 
     cfg = cfg or OnlineDPOConfig()
     if cfg.rounds < 1 or cfg.attempts < 2:
@@ -93,8 +92,7 @@ def train_dpo_online(tasks: list[Task], expert: list[Trajectory], model: str, ou
     for r in range(1, cfg.rounds + 1):
         started = time.perf_counter()
         policy = policy_for(rounds[-1].adapter_dir, r)
-        sample_attempts(tasks, policy, out / "samples", cfg.attempts, harness)
-        samples = [t for t in TrajectoryStore(out / "samples").read() if t.policy == policy.name]
+        samples = sample_attempts(tasks, policy, out / "samples", cfg.attempts, harness)
         del policy
         gc.collect()  # the sampling model goes before the training one is loaded
         info = OnlineRound(round=r, adapter_dir=str(out / f"round-{r}"), sampled=len(samples),

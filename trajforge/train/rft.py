@@ -176,19 +176,24 @@ def keep_verified(trajs: Iterable[Trajectory], per_task: int,
 
 def unsure_tasks(attempts: Iterable[Trajectory], below: float) -> set[str]:
     """Tasks some attempt solved but fewer than ``below`` of their attempts did (verified, not
-    guessed): the ones a policy still gets wrong sometimes."""
+    guessed): the ones a policy still gets wrong sometimes. An ``env_fault`` attempt counts for
+    neither: the infrastructure ended it, not the policy."""
+    from trajforge.store import is_fault
+
     tried: dict[str, list[bool]] = {}
     for t in attempts:
-        tried.setdefault(t.task_id, []).append(_keepable(t))
+        if not is_fault(t):
+            tried.setdefault(t.task_id, []).append(_keepable(t))
     return {k for k, v in tried.items() if any(v) and sum(v) / len(v) < below}
 
 
-def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts: int, harness) -> None:
+def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts: int, harness) -> list[Trajectory]:
     """``attempts`` graded episodes per task appended to ``store_dir``; those a previous run of the
-    same policy and sampling stored are not run again."""
+    same policy and sampling stored are not run again. Returns those episodes, stored or new."""
     from trajforge.grade import graded
     from trajforge.harness import run_episodes, sampling_of
-    from trajforge.store import TrajectoryStore
+    from trajforge.store import TrajectoryStore, resume_keys
+    from trajforge.store.jsonl import key_of
 
     store = TrajectoryStore(store_dir)
     sampling = sampling_of(policy)
@@ -200,23 +205,32 @@ def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts
             shard.append(graded(traj))
 
         run_episodes(tasks, policy, harness, samples=attempts, on_done=done, skip=skip)
+    # By key, not by policy name: the store may also hold an earlier run's attempts of the same
+    # sampler on other tasks, more samples per task or at another temperature, which a run that
+    # did not ask for them would otherwise train on.
+    wanted = {k: (t.id, s) for t in tasks for s in range(attempts)
+              for k in resume_keys(t.id, policy.name, s, sampling)}
+    episodes: dict[tuple[str, int], Trajectory] = {}
+    for t in store:  # a non-fault record of a key before a fault one
+        if key_of(t) in wanted:
+            episodes.setdefault(wanted[key_of(t)], t)
+    return list(episodes.values())
 
 
-def sample_round(tasks: list[Task], policy: Policy, store_dir: Path, cfg: RFTConfig, harness) -> list[str]:
+def sample_round(tasks: list[Task], policy: Policy, store_dir: Path, cfg: RFTConfig,
+                 harness) -> dict[str, list[Trajectory]]:
     """A round's attempts: ``cfg.attempts`` plain ones per task and ``cfg.mistake_attempts`` that
-    start from a planned mistake; the names of the policies that sampled them."""
+    start from a planned mistake, by the name of the policy that sampled them (plain first)."""
     from trajforge.policies.repair import MistakeFirstPolicy
     from trajforge.tasks.repair import Planner
 
-    names = []
+    by_policy = {}
     if cfg.attempts:
-        sample_attempts(tasks, policy, store_dir, cfg.attempts, harness)
-        names.append(policy.name)
+        by_policy[policy.name] = sample_attempts(tasks, policy, store_dir, cfg.attempts, harness)
     if cfg.mistake_attempts:
         planted = MistakeFirstPolicy(policy, Planner(tasks))
-        sample_attempts(tasks, planted, store_dir, cfg.mistake_attempts, harness)
-        names.append(planted.name)
-    return names
+        by_policy[planted.name] = sample_attempts(tasks, planted, store_dir, cfg.mistake_attempts, harness)
+    return by_policy
 
 
 PolicyFor = Callable[[str, int], Policy]
@@ -322,7 +336,6 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
     on; ``expert``: graded demonstrations every round trains on; ``policy_for``: the sampler
     (default: ``hf_sampler``)."""
     from trajforge.harness import HarnessConfig
-    from trajforge.store import TrajectoryStore
 
     cfg = cfg or RFTConfig()
     if cfg.rounds < 1 or cfg.keep_per_task < 1 or cfg.attempts < 0 or cfg.mistake_attempts < 0 \
@@ -331,6 +344,8 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
                          "0 or more and not both 0")
     if cfg.expert_mix < 0:
         raise ValueError(f"expert_mix must be 0 or more, not {cfg.expert_mix}")
+    if cfg.max_seconds < 0:  # _Budget would count it as spent before round 0 began
+        raise ValueError(f"the time budget (max_seconds) must be 0 (none) or more, not {cfg.max_seconds}")
     if not tasks:
         raise ValueError("no training tasks to sample attempts on")
     out = Path(out_dir)
@@ -357,19 +372,16 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
         began = time.perf_counter()
         policy = policy_for(rounds[-1].adapter_dir, r)
         store = out / "samples"
-        names = sample_round(tasks, policy, store, cfg, harness)
+        # This round's episodes: the ones just sampled and, on a rerun, those an earlier run of
+        # the same round collected; plain and mistake-first kept apart (a recovery has more turns,
+        # and would never rank among a task's shortest successes).
+        by_policy = sample_round(tasks, policy, store, cfg, harness)
         del policy
         gc.collect()  # the sampling model goes before the next one is loaded for training
-        # The store's episodes of this round's policies: the ones just sampled and, on a rerun,
-        # those an earlier run of the same round collected; plain and mistake-first kept apart
-        # (a recovery has more turns, and would never rank among a task's shortest successes).
-        by_policy: dict[str, list[Trajectory]] = {name: [] for name in names}
-        for t in TrajectoryStore(store).read():
-            if t.policy in by_policy:
-                by_policy[t.policy].append(t)
         attempts = [t for group in by_policy.values() for t in group]
         before = set(seen)
-        again = unsure_tasks(by_policy[names[0]], cfg.reinforce_below) if cfg.warm_start and cfg.attempts else set()
+        plain = next(iter(by_policy.values()))
+        again = unsure_tasks(plain, cfg.reinforce_below) if cfg.warm_start and cfg.attempts else set()
         new = [t for group in by_policy.values() for t in keep_verified(group, cfg.keep_per_task, seen, again)]
         kept += new
         verified = [t for t in attempts if t.outcome is not None and t.outcome.tier in KEPT_TIERS]
@@ -415,8 +427,11 @@ def adopt_last_round(out: Path, last: Path, recipe: str, record: dict) -> None:
         for f in last.iterdir():
             if f.is_file():
                 shutil.copy2(f, out / f.name)
+    # Read from the last round, not from ``out``: where it has no meta, an earlier run's in ``out``
+    # (its lineage above all) would otherwise describe these weights.
+    kept_meta = last / ADAPTER_META
+    meta = json.loads(kept_meta.read_text()) if kept_meta.exists() else {}
     meta_path = out / ADAPTER_META
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta["recipe"] = recipe
     meta[recipe.replace("-", "_")] = record
     meta_path.write_text(json.dumps(meta, indent=2))
