@@ -92,3 +92,16 @@ def test_training_pools_are_read_as_eval_reads_them(sql_tasks, expert_trajs, tmp
     res = runner.invoke(app, ["train", "sft", "--data", data, "--out", str(tmp_path / "sft"),
                               "--eval-tasks", str(pool), "--eval-every", "1"])  # --eval-split: test
     assert res.exit_code == 2 and "no tasks with split 'test'" in " ".join(res.output.split()), res.output
+
+
+def test_a_negative_time_budget_is_a_clear_error(tiny_model, sql_tasks, expert_trajs, tmp_path):
+    """``--max-minutes -5``: named, before any model is loaded, not a run that stops at once (rft)
+    or runs without a limit (the others)."""
+    data = _store(tmp_path, expert_trajs[:4])
+    pool = str(write_tasks(tmp_path / "tasks.jsonl", [t for t in sql_tasks if t.split == "train"]))
+    for cmd in (["rft", "--tasks", pool], ["dpo", "--tasks", pool, "--init-adapter", str(tmp_path)], ["sft"]):
+        res = runner.invoke(app, ["train", *cmd, "--data", data, "--model", tiny_model,
+                                  "--out", str(tmp_path / cmd[0]), "--max-minutes", "-5"])
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and "--max-minutes must be 0 (no limit) or more, not -5" in text, text
+        assert not (tmp_path / cmd[0] / "adapter_model.safetensors").exists()

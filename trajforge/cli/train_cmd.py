@@ -68,6 +68,8 @@ def _hardware(cfg, load_in_4bit: bool, load_in_8bit: bool, max_minutes: float):
     """Apply the flags that are spelled differently from their config fields."""
     if load_in_4bit and load_in_8bit:
         _fail("--load-in-4bit and --load-in-8bit exclude each other")
+    if max_minutes < 0:  # else a budget spent before the run began (rft), or none at all (the others)
+        _fail(f"--max-minutes must be 0 (no limit) or more, not {max_minutes:g}")
     update = {}
     if load_in_4bit or load_in_8bit:
         update["load_in"] = "4bit" if load_in_4bit else "8bit"
