@@ -205,6 +205,45 @@ def test_without_a_cgroup_the_supervisor_caps_the_call(monkeypatch):
     assert result.wall_s < 5
 
 
+# Memory that no process maps: a memfd filled with write(), a SysV segment after shmdt. It is in
+# nobody's RSS, so the supervisor cannot see it, and RLIMIT_AS does not bound it.
+_UNMAPPED_HOGS = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+try:
+    fd = os.memfd_create("hog")
+    for _ in range(400):
+        os.write(fd, b"x" * 2**20)
+    print("memfd held 400 MB")
+except OSError as e:
+    print("memfd refused:", e)
+sid = libc.shmget(0, 400 * 2**20, 0o1600)
+if sid >= 0:
+    addr = libc.shmat(sid, None, 0)
+    ctypes.memset(addr, 1, 400 * 2**20)
+    libc.shmdt(ctypes.c_void_p(addr))
+    print("shm held 400 MB")
+else:
+    print("shmget refused:", os.strerror(ctypes.get_errno()))
+"""
+
+
+def test_memory_no_process_maps_cannot_be_held_past_the_supervisor(monkeypatch):
+    require_system("bwrap", "bubblewrap")
+    monkeypatch.setenv(memlimit.CGROUP_ENV, "off")
+    memlimit.cgroup_parent.cache_clear()
+    root = workdir.make_workdir()
+    try:
+        sandbox = Sandbox(root, _CAP.model_copy(update={"file_mb": 512}))
+        result = within(10, sandbox.run, [sandbox.python, "-c", _UNMAPPED_HOGS])
+    finally:
+        memlimit.cgroup_parent.cache_clear()
+        workdir.remove_workdir(root)
+    assert "memfd refused: [Errno 1]" in result.stdout, result.stdout + result.stderr
+    assert "shmget refused: Operation not permitted" in result.stdout, result.stdout
+
+
 def test_an_honest_call_is_measured_and_untouched():
     require_system("bwrap", "bubblewrap")
     root = workdir.make_workdir()

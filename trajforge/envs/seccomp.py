@@ -4,8 +4,9 @@ Namespaces and dropped capabilities already make ``mount``, ``chroot`` or ``unsh
 filter is the second wall, and the only one for calls that namespaces allow: without it a
 sandboxed program may ``ptrace`` (and so stop or rewrite) the sandbox's own init process, use
 ``io_uring`` (which can bypass other filters), or reach kernel surfaces such as ``bpf``,
-``perf_event_open``, ``userfaultfd`` and the keyring. This is the core of the deny list Docker and
-Flatpak apply. Denied calls fail with EPERM, so the program sees an ordinary error.
+``perf_event_open``, ``userfaultfd`` and the keyring, or hold memory that no limit counts
+(``memfd_create``, SysV ``shmget``). This is the core of the deny list Docker and Flatpak apply.
+Denied calls fail with EPERM, so the program sees an ordinary error.
 
 bubblewrap takes the filter as compiled classic BPF on a file descriptor (``--seccomp FD``);
 ``filter_program()`` returns those bytes. Syscall numbers differ per architecture: x86_64 and
@@ -36,6 +37,10 @@ _DENIED: dict[str, tuple[int, int]] = {
     "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
     "mount_setattr": (442, 442), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
+    # Memory no process maps and no size-capped tmpfs holds: a memfd written with write() or a
+    # SysV segment after shmdt is in nobody's RSS, so the supervisor (memlimit.py) never sees it,
+    # and RLIMIT_AS does not bound it. POSIX shm (/dev/shm) and /tmp remain, both capped.
+    "memfd_create": (319, 279), "shmget": (29, 194),
 }
 _X86_ONLY = {"iopl": 172, "ioperm": 173}
 
