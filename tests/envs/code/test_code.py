@@ -144,6 +144,12 @@ def test_run_python_runs_code_or_a_file(env):
     assert env.milestones == ["wrote_file", "ran_code"]
 
 
+@pytest.mark.parametrize("name", ["-V", "-c", "-"])
+def test_run_python_runs_a_file_whose_name_looks_like_an_option(env, name):
+    call(env, "write_file", path=name, content="import sys; print('ran', sys.argv)")
+    assert call(env, "run_python", path=name).content == f"ran ['./{name}']\n[exit code 0]"
+
+
 @pytest.mark.parametrize("arguments, message", [
     ({}, "exactly one of code or path"),
     ({"code": "print(1)", "path": "solution.py"}, "exactly one of code or path"),

@@ -198,7 +198,8 @@ class CodeEnv(Environment):
             if not workdir.has_file(self._require_dir(), rel):  # follows no link on the host
                 raise ToolError(f"no file {rel!r} in the work directory ({self._files()}); "
                                 "write it first", kind="not_found")
-            argv = [rel]
+            # A file named -V, -c or - is still a file, not an interpreter option.
+            argv = [f"./{rel}" if rel.startswith("-") else rel]
         result, note = self._run(argv)
         self.reach("ran_code")
         parts = [text.rstrip("\n") for text in (result.stdout, result.stderr) if text.strip()]
