@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -259,3 +260,29 @@ def test_episode_deadline_cuts_a_hung_tool_and_abandons_its_thread():
     assert graded(t).outcome.fail_reason == "episode_timeout" and t.steps[0].calls[0].name == "wait"
     # The environment is busy on its thread: abandoned at once, not closed after a wait.
     assert executor.threads.abandoned == 1 and elapsed < 1.0 + 2.5
+
+
+def test_a_sync_policy_stuck_past_the_episode_deadline_holds_up_nothing():
+    """A sync policy runs on a daemon thread: one stuck past its episode's deadline ends that
+    episode on time, and the run returns without waiting for the call (``to_thread``'s pool
+    threads are joined when the run's loop closes, which held the run for the whole call)."""
+    from trajforge.policies.scripted import ScriptedPolicy
+
+    release = threading.Event()
+
+    class Stuck(ScriptedPolicy):
+        def act(self, requests):
+            if requests[0].task.id == "faulty-0":
+                release.wait(10)
+            return super().act(requests)
+
+    pool = [faulty_task(0), faulty_task(1)]
+    t0 = time.perf_counter()
+    trajs = run_concurrent(pool, Stuck(lambda req: '<tool_call>{"name": "submit_answer", "arguments": '
+                                                   '{"answer": "42"}}</tool_call>'),
+                           executor=AsyncioExecutor(factory), cfg=CollectConfig(episode_timeout_s=0.5))
+    elapsed = time.perf_counter() - t0
+    release.set()
+    got = {t.task_id: graded(t).outcome for t in trajs}
+    assert got["faulty-0"].fail_reason == "episode_timeout" and got["faulty-1"].tier == "success"
+    assert elapsed < 3

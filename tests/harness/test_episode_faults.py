@@ -40,6 +40,7 @@ STAGES = {  # stage → (tier, fail_reason) in both harnesses
     "execute_type": ("env_fault", "tool_crash"),
     "verify": ("env_fault", "env_verify"),
     "verify_type": ("env_fault", "env_verify"),
+    "verify_none": ("env_fault", "env_verify"),  # the async harness once graded it failed/"submitted"
     "close": ("success", None),
 }
 FAST = CollectConfig(concurrency=4, retries=1, backoff_s=0.0, backoff_max_s=0.0)

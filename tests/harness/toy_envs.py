@@ -144,7 +144,7 @@ class BreakableEnv(AnswerEnv):
     """An environment that breaks at one stage, named by its task's ``expected`` answer (see
     ``broken_task``): ``reset``, ``execute`` (an exception escapes ``execute`` itself, past the
     dispatch), ``execute_type`` (``execute`` returns a str), ``verify``, ``verify_type``
-    (``verify`` returns a number), ``close``, ``snapshot`` (every snapshot raises),
+    (``verify`` returns a number), ``verify_none`` (it returns None), ``close``, ``snapshot`` (every snapshot raises),
     ``snapshot_later`` (snapshots after the first raise), ``restore``; ``none`` breaks nothing."""
 
     name = "breakable"
@@ -172,6 +172,8 @@ class BreakableEnv(AnswerEnv):
             raise RuntimeError("verifier crashed")
         if self.stage == "verify_type":
             return 42
+        if self.stage == "verify_none":
+            return None
         return super().verify()
 
     def close(self) -> None:

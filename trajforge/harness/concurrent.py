@@ -40,8 +40,8 @@ from trajforge._compat import moved_names
 from trajforge.envs import env_class
 from trajforge.harness.demos import episode_demos
 from trajforge.harness.events import EventLog
-from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, default_env_factory,
-                                        make_executor)
+from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, _call, _Threads,
+                                        default_env_factory, make_executor)
 from trajforge.harness.faults import HARNESS_ERROR, checked, fault
 from trajforge.harness.loop import Episode, HarnessConfig, unstarted
 from trajforge.parse.base import ParseResult
@@ -102,11 +102,25 @@ class _Run:
         self.policy, self.harness, self.cfg, self.executor, self.log = policy, harness, cfg, executor, log
         self.sampling = sampling_of(policy)
         self.act_one = getattr(policy, "act_one", None)
+        self.threads = _Threads()
+        """Daemon threads for a sync policy's calls. Not ``asyncio.to_thread``: its pool's threads
+        are joined when ``asyncio.run`` ends (and at exit), so one call stuck past its episode's
+        deadline held the whole run until it returned."""
 
     async def act(self, req: TurnRequest) -> Generation:
         if self.act_one is not None:
             return await self.act_one(req, timeout_s=self.cfg.request_timeout_s)
-        [gen] = await asyncio.to_thread(self.policy.act, [req])  # sync policies: off the loop
+        worker = self.threads.checkout()  # sync policies: off the loop
+        try:
+            gens = await _call(worker, lambda: list(self.policy.act([req])), None)
+        except asyncio.CancelledError:  # the episode's deadline: the call still runs in that thread
+            self.threads.abandon(worker)
+            raise
+        except BaseException:
+            self.threads.checkin(worker)
+            raise
+        self.threads.checkin(worker)
+        [gen] = gens
         return gen
 
 
@@ -243,6 +257,9 @@ class _EpisodeRun:
             self.env_failed(e, "env_verify", getattr(e, "elapsed_s", 0.0), 0)
             raise _Ended from None
         self.in_env = False
+        if self.verdict is None:  # a trajectory may hold none, so ``trajectory`` would let it pass
+            self.fault("env_verify", "verify returned None, not a Verdict")
+            raise _Ended
 
     def env_failed(self, e: Exception, kind: str, elapsed_s: float, attempt: int) -> None:
         """Record an environment call that failed: an ``EnvFault`` as it says (a stuck call leaves
@@ -368,6 +385,7 @@ async def arun_concurrent(
             for _ in range(min(cfg.concurrency, len(todo))):
                 group.create_task(worker())
     finally:
+        run.threads.close()
         aclose = getattr(policy, "aclose", None)
         if aclose is not None:
             await aclose()

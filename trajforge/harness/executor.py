@@ -157,8 +157,8 @@ class _Threads:
         worker.jobs.put(None)  # if the stuck call ever returns, the thread exits
 
 
-async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float) -> Any:
-    """Run ``fn`` on ``worker`` and await it; TimeoutError after ``timeout_s``."""
+async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float | None) -> Any:
+    """Run ``fn`` on ``worker`` and await it; TimeoutError after ``timeout_s`` (None: no limit)."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
 
@@ -169,7 +169,13 @@ async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float) -> Any
             else:
                 fut.set_exception(err)
 
-    worker.jobs.put((fn, lambda out, err: loop.call_soon_threadsafe(settle, out, err)))
+    def done(out: Any, err: BaseException | None) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, out, err)
+        except RuntimeError:  # an abandoned call that returned after its run's loop closed
+            pass
+
+    worker.jobs.put((fn, done))
     async with asyncio.timeout(timeout_s):
         return await fut
 
