@@ -38,7 +38,10 @@ def _close(a: float, b: float) -> bool:
 
 def _one_number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past float's range (10**400): the model's, so no match
+            return None
     found = _NUMBER.findall(str(value))
     if len(found) != 1:
         return None
@@ -56,7 +59,8 @@ def _as_set(submitted: Any) -> set[str]:
     if isinstance(submitted, str) and submitted.strip().startswith("["):
         try:
             items = json.loads(submitted)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, nested too deep, or an integer past the
+            # digit limit: the model wrote it, so it is an answer to judge, never a crash of verify
             items = submitted.strip().strip("[]")
     if isinstance(items, str):
         items = _LIST_SEP.split(items)

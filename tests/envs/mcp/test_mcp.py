@@ -200,3 +200,24 @@ def test_missing_files_are_named(tmp_path):
     (tmp_path / "broken.json").write_text("[{")
     with pytest.raises(ValueError, match="broken.json: cannot read the tool list"):
         read_tool_list(tmp_path / "broken.json")
+
+
+def test_a_list_answer_json_cannot_read_is_a_wrong_answer_not_an_env_fault(tmp_path):
+    text_answer = {**KV_TOOLS[3], "inputSchema": {"type": "object", "properties": {
+        "answer": {"type": "string"}}, "required": ["answer"]}}
+    name = write_env(tmp_path, tools=[*KV_TOOLS[:3], text_answer])
+    task = kv_task(name, expected=["x", "y"])
+    # Nested past the recursion limit, and an integer past the int-string limit: json.loads
+    # raises RecursionError / ValueError, which escaped verify as the environment's fault.
+    for answer in ("[" * 3000 + "]" * 3000, "[1" + "0" * 5000 + "]"):
+        [t] = run_episodes([task], ScriptedPolicy([call("submit", answer=answer)]))
+        assert t.end == "submitted" and t.verdict.submitted and not t.verdict.correct, t.faults
+        assert graded(t).outcome.fail_reason == "wrong_answer"
+
+
+def test_a_number_answer_past_float_range_is_a_wrong_answer_not_an_env_fault(tmp_path):
+    name = write_env(tmp_path)
+    # JSON carries 10**400 (under the int-string limit), but float() of it raised OverflowError.
+    [t] = run_episodes([kv_task(name)], ScriptedPolicy([call("submit", answer=10 ** 400)]))
+    assert t.end == "submitted" and t.verdict.submitted and not t.verdict.correct, t.faults
+    assert graded(t).outcome.fail_reason == "wrong_answer"
