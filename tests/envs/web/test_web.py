@@ -249,3 +249,18 @@ def test_hundreds_of_episodes_leak_no_threads_sessions_or_sockets():
     assert threading.active_count() <= threads + 1
     if fds is not None:
         assert _open_fds() <= fds + 2
+
+
+def test_element_numbers_int_refuses_and_non_integer_parts_are_tool_errors():
+    env = WebEnv(view_lines=5)
+    env.reset(order_task())
+    # "²" is a digit to str.isdigit but not to int(); int() also refuses 4300+ digits.
+    for ref in ("²", "9" * 5000):
+        for name, args in (("click", {"element": ref}), ("type", {"field": ref, "text": "x"})):
+            result = call(env, name, **args)
+            assert result.error == "bad_element" and "on this page" in result.content, result.content
+    for page in (1.5, "2"):  # what schema validation would stop, called directly
+        result = call(env, "read", page=page)
+        assert result.error == "bad_value" and "ask for 1 to 4" in result.content, result.content
+    assert "(part 2 of 4;" in call(env, "read", page=2).content  # the bad part was never kept
+    env.close()

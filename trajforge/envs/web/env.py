@@ -247,7 +247,8 @@ class WebEnv(Environment):
             page: Which part of a long page to show, starting at 1.
         """
         parts = self._parts()
-        if not 1 <= page <= parts:
+        if not isinstance(page, int) or not 1 <= page <= parts:  # 1.5 or "2" would be kept as
+            # the part shown and break every later view
             raise ToolError(f"this page has {parts} part(s); ask for 1 to {parts}",
                             kind="bad_value")
         self.part = page
@@ -322,8 +323,10 @@ class WebEnv(Environment):
         what = "field" if "textbox" in kinds else "link or button"
         key = str(ref).strip()
         number = key.strip("[]").strip()
-        if number.isdigit():
-            el = page.element(int(number))
+        # isdecimal, not isdigit: int() refuses "²", a digit; and past 4300 digits it refuses any
+        # number, while no page has a billion elements.
+        if number.isdecimal():
+            el = page.element(int(number)) if len(number) < 10 else None
             if el is None:
                 raise ToolError(f"no element [{clip(number, 20)}] on this page; "
                                 f"{_listing(page, kinds)}", kind="bad_element")
