@@ -32,6 +32,20 @@ def test_pairs_prefer_success_and_skip_env_faults(episodes):
         assert p.turn == first_divergence(p.chosen, p.rejected) == len(p.chosen.steps) - 1
 
 
+def test_turns_without_raw_text_diverge_where_their_calls_do(episodes):
+    """An imported turn or a native call has no raw text: it is its calls, and the text around
+    them may be the same in both (here: the same reasoning, another answer)."""
+    def unraw(t):
+        return t.model_copy(update={"messages": [m.model_copy(update={"raw": None}) for m in t.messages]})
+
+    pairs, _ = build_pairs(episodes, mode="turn")
+    assert pairs
+    for p in pairs:
+        assert first_divergence(unraw(p.chosen), unraw(p.rejected)) == p.turn
+        # the same turns with and without their raw text render alike: no divergence
+        assert first_divergence(p.chosen, unraw(p.chosen)) is None
+
+
 def test_on_policy_pool_adds_the_expert_only_where_the_policy_never_succeeded(episodes, expert_trajs):
     failed = [t for t in episodes if not t.outcome.correct]
     first = episodes[0].task_id

@@ -155,3 +155,36 @@ def test_slimming_drops_a_failed_turn_a_later_call_made_good_and_a_repeated_call
     assert slim_detours(failed) is failed
     [repair] = [graded(t) for t in run_episodes([task], RepairPolicy(Planner(train_tasks)))]
     assert any(s.mistake for s in repair.steps) and slim_detours(repair) is repair
+
+
+def test_a_recovered_episode_with_every_turn_masked_is_skipped_not_trained_empty(train_tasks, tok, tiny_model):
+    task = next(t for t in train_tasks if t.template == "customers_in_city")
+    bad = '<tool_call>\n{"name": "run_sql", "arguments": {"query": "SELECT COUNT(*) FROM customer"}}\n</tool_call>'
+    good = [ExpertText(task, i) for i in range(len(task.reference))]
+    # every turn makes a failing call beside its good one: accepted, yet no turn is clean
+    [traj] = [graded(t) for t in run_episodes([task], ScriptedPolicy([f"{bad}\n{g}" for g in good], name="m"))]
+    assert traj.outcome.tier == "recovered" and not traj.outcome.guessed
+    assert not any(turn_learns(traj, i) for i in range(len(traj.steps)))
+    [clean] = [graded(t) for t in run_episodes([task], ScriptedPolicy(good, name="m"))]
+    skipped: dict[str, int] = {}
+    samples, _ = build_samples([traj, clean], tok, tiny_model, SFTConfig(tiers=["success", "recovered"]), skipped)
+    assert len(samples) == 1 and good[0] in learned_text(tok, samples[0])
+    assert skipped == {"no_loss": 1}
+    # nor is it a DPO chosen: it has no turn to prefer
+    wrong = '<tool_call>\n{"name": "submit_answer", "arguments": {"answer": "-1"}}\n</tool_call>'
+    [failed] = [graded(t) for t in run_episodes([task], ScriptedPolicy([wrong], name="m"))]
+    pairs, skipped = build_pairs([traj, failed])
+    assert pairs == [] and skipped["chosen_masked"] == 1
+
+
+def test_turn_pairs_never_prefer_a_chosen_turn_that_carries_no_loss(repairs, train_tasks):
+    task_id = repairs[0].task_id
+    task = next(t for t in train_tasks if t.id == task_id)
+    wrong = '<tool_call>\n{"name": "submit_answer", "arguments": {"answer": "-1"}}\n</tool_call>'
+    [failed] = [graded(t) for t in run_episodes([task], ScriptedPolicy([wrong], name="model"))]
+    chosen = next(t for t in repairs if t.task_id == task_id and t.steps[0].mistake)
+    # the two part at the chosen's marked mistake: preferring it would teach the mistake
+    pairs, skipped = build_pairs([chosen, failed], mode="turn")
+    assert pairs == [] and skipped["chosen_masked"] == 1
+    # whole episodes still pair: the mistake is masked there (test above)
+    assert len(build_pairs([chosen, failed])[0]) == 1

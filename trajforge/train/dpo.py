@@ -102,12 +102,22 @@ def _rank(t: Trajectory) -> tuple:
 
 def first_divergence(a: Trajectory, b: Trajectory) -> int | None:
     """Index of the first assistant turn whose text differs (None if one is a prefix of the other)."""
-    ta = [m.raw if m.raw is not None else m.content for m in a.messages if m.role == "assistant"]
-    tb = [m.raw if m.raw is not None else m.content for m in b.messages if m.role == "assistant"]
+    ta, tb = _turn_texts(a), _turn_texts(b)
     for i, (x, y) in enumerate(zip(ta, tb)):
         if x != y:
             return i
     return None
+
+
+def _turn_texts(traj: Trajectory) -> list[str]:
+    """Each assistant turn as prompts show it (``Dialect.assistant_text``). Why not ``content``: a
+    turn without raw text (an import, a native call) is its calls, and two turns that call
+    differently often share the text around the calls; comparing that text let the pair's
+    contexts differ before the turn taken as the divergence."""
+    from trajforge.parse import get_dialect
+
+    dialect = get_dialect(traj.dialect)
+    return [dialect.assistant_text(m) for m in traj.messages if m.role == "assistant"]
 
 
 def build_pairs(trajs: list[Trajectory], mode: str = "episode", max_per_task: int = 4,
@@ -138,6 +148,12 @@ def build_pairs(trajs: list[Trajectory], mode: str = "episode", max_per_task: in
                 turn = first_divergence(c, r) if mode == "turn" else None
                 if mode == "turn" and turn is None:
                     skipped["no_divergence"] += 1
+                    continue
+                learned = [turn] if mode == "turn" else range(len(c.steps))
+                if not any(c.turn_learns(i) for i in learned):
+                    # The chosen's loss turns are all ones SFT masks (a marked mistake, a recovered
+                    # episode's failed turn): preferring them would teach exactly those turns.
+                    skipped["chosen_masked"] += 1
                     continue
                 pairs.append(Pair(task_id, c, r, turn))
                 made += 1

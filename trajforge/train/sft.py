@@ -34,8 +34,8 @@ from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
 from trajforge.train.model import lora_model
 from trajforge.train.replay import mix_replay
-from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, slim_detours,
-                                      turn_learns, within)
+from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, loss_tokens,
+                                      slim_detours, turn_learns, within)
 from trajforge.train.settings import LoraSettings
 from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
 from trajforge.train.data import training_dialect
@@ -199,7 +199,12 @@ def build_samples(data: list[Trajectory], tok, model: str, cfg: SFTConfig,
     retrieved demonstrations shown in each first user message (train/demos.py)."""
     builder = SequenceBuilder(tok, training_dialect(data, model, tok, cfg.dialect), cfg.render_mode,
                               toolset_of=toolset_lookup(), rules=render_rules(cfg, demos), learn=turn_learns)
-    samples = [s for t in data for s in builder.build(t)]
+    built = [s for t in data for s in builder.build(t)]
+    # A sample without a loss token (every turn in it masked: a recovered episode with no clean
+    # turn, a failed turn in a sequence of its own) teaches nothing; it is counted, not trained.
+    samples = [s for s in built if loss_tokens(s)]
+    if len(samples) < len(built):
+        skipped["no_loss"] = skipped.get("no_loss", 0) + len(built) - len(samples)
     kept = within(samples, cfg.max_len)
     if kept.too_long:
         skipped["too_long"] = skipped.get("too_long", 0) + len(kept.too_long)
