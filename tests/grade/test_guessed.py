@@ -40,6 +40,21 @@ def test_a_right_answer_after_an_error_with_no_result_holding_it_is_a_guess_not_
     assert kept == [earned] and skipped == {"guessed": 2}
 
 
+def test_a_query_that_writes_the_answer_itself_does_not_ground_it():
+    """``SELECT '7'`` shows 7 but found nothing: without this, guessing behind a literal query graded
+    grounded and earned the found_answer milestone's reward (0.69 against a guess's 0.03)."""
+    for fabricated in ("SELECT '7'", "SELECT 7", "SELECT 7 FROM customers LIMIT 1", "SELECT 3 + 4",
+                       "WITH x AS (SELECT 3 + 4 AS n) SELECT n FROM x", 'SELECT "7" FROM customers'):
+        t = episode(SQL_TASK, [call("run_sql", query=fabricated), call("submit_answer", answer="7")])
+        assert t.outcome.correct and t.outcome.guessed, fabricated
+        assert "found_answer" not in t.verdict.milestones, fabricated
+    # Paging, rounding digits and a CASE's branches are not the answer written down.
+    for grounded in ("SELECT COUNT(*) - 113 FROM customers LIMIT 7", "SELECT ROUND(COUNT(*) - 113, 7) FROM customers",
+                     "SELECT CASE WHEN COUNT(*) > 0 THEN COUNT(*) - 113 ELSE 7 END FROM customers"):
+        t = episode(SQL_TASK, [call("run_sql", query=grounded), call("submit_answer", answer="7")])
+        assert t.outcome.correct and not t.outcome.guessed, grounded
+
+
 def test_a_guess_is_never_a_chosen_and_is_rejected_against_a_grounded_success():
     guess = episode(SQL_TASK, [call("submit_answer", answer="7")])
     earned = episode(SQL_TASK, [SEVEN, call("submit_answer", answer="7")])
@@ -77,7 +92,7 @@ def test_guesses_can_be_selected_in_filters_and_queried(tmp_path):
     assert filter_trajectories([guess, earned], "guessed=true") == [guess]
     assert filter_trajectories([guess, earned], "guessed!=true") == [earned]
     store = TrajectoryStore(tmp_path / "s")
-    for t in (guess, earned):
+    for t in (guess, earned.model_copy(update={"sample": 1})):  # one episode key each, or one is read
         store.append(t)
     rows = connect(tmp_path / "s").execute("SELECT guessed, correct FROM episodes ORDER BY guessed").fetchall()
     assert rows == [(False, True), (True, True)]

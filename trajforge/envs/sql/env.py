@@ -25,7 +25,7 @@ from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.sql.dbfile import check_database
 from trajforge.envs.sql.hints import EMPTY_NOTE, sql_error, tables_hint
-from trajforge.envs.sql.results import found_nothing, result_contains, typed_cell
+from trajforge.envs.sql.results import found_nothing, names_in, result_contains, spells_answer, typed_cell
 from trajforge.envs.sql.worlds import world_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb, ResultSet
 
@@ -217,13 +217,19 @@ class SqlEnv(Environment):
         self.reach("query_ok")
         self.last_result = SqlResult(query, cells, complete=not offset and not text.rsplit("\n", 1)[-1]
                                        .startswith("... ("))
-        if self._shows_answer(cells):
+        if self._shows_answer(cells, query):
             self.reach("found_answer")
         return text
 
-    def _shows_answer(self, cells: list[list[str]]) -> bool:
-        """Whether a shown result holds the task's expected answer (the ``found_answer`` milestone)."""
-        return self.task is not None and result_contains(cells, self.task.expected)
+    def _shows_answer(self, cells: list[list[str]], query: str) -> bool:
+        """Whether a shown result holds the task's expected answer (the ``found_answer`` milestone),
+        found in the data: a query that reads no table (``SELECT 3 + 4``) or writes the answer
+        itself (``SELECT '7' FROM t``) found nothing, else guessing behind such a query would grade
+        grounded and earn the milestone's reward. (Arithmetic on literals beside a table,
+        ``SELECT 3 + 4 FROM t``, still passes: the rule catches a written answer, not every
+        computation of one.)"""
+        return (self.task is not None and result_contains(cells, self.task.expected)
+                and bool(names_in(query) & set(self._schema)) and not spells_answer(query, self.task.expected))
 
     def submit_answer(self, answer: str) -> str:
         """Submit your final answer.

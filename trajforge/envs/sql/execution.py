@@ -112,7 +112,7 @@ class SqlExecEnv(SqlEnv):
         size = f"{len(result.rows)}{'' if result.complete else '+'}"
         return f"Query submitted ({size} rows, {len(result.columns)} columns)."
 
-    def _shows_answer(self, cells: list[list[str]]) -> bool:
+    def _shows_answer(self, cells: list[list[str]], query: str) -> bool:
         return False  # the answer is a whole result, not a value a page could show
 
 
