@@ -312,6 +312,27 @@ def test_a_rerun_with_other_tasks_attempts_or_temperature_takes_only_its_own_att
         assert trained[-1] == trained[1]  # round 1 trained on the same data (round 0 is reused)
 
 
+def test_a_rerun_under_another_max_turns_is_refused_not_fed_the_old_episodes(
+        sql_tasks, expert_trajs, tmp_path, monkeypatch):
+    """The resume key does not hold the harness settings: episodes cut at 8 turns would have been
+    reused by a rerun at 2 as its own."""
+    import trajforge.train.rft as rft
+
+    monkeypatch.setattr(rft, "train_sft", _fake_sft([]))
+    tasks = _train(sql_tasks)[:2]
+
+    def policy_for(adapter, round_):
+        return RepairPolicy(Planner(_train(sql_tasks)), name=f"rft-round{round_}")
+
+    cfg = RFTConfig(rounds=1, attempts=2, keep_per_task=2, **TINY)
+    train_rft(tasks, expert_trajs[:4], "m", tmp_path, cfg, policy_for=policy_for, progress=False)
+    again = train_rft(tasks, expert_trajs[:4], "m", tmp_path, cfg, policy_for=policy_for, progress=False)
+    assert again.rounds[1].sampled == 4  # the same settings resume
+    with pytest.raises(ValueError, match="max_turns 8 -> 2"):
+        train_rft(tasks, expert_trajs[:4], "m", tmp_path, cfg.model_copy(update={"max_turns": 2}),
+                  policy_for=policy_for, progress=False)
+
+
 def test_a_store_with_a_torn_line_and_an_env_fault_is_resampled_there(sql_tasks, expert_trajs, tmp_path,
                                                                        monkeypatch):
     """A crash mid-write (a torn last line) and an episode the infrastructure ended: a rerun

@@ -197,6 +197,7 @@ def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts
 
     store = TrajectoryStore(store_dir)
     sampling = sampling_of(policy)
+    same_episode_rules(Path(store_dir), harness)
     skip = store.stored(policy.name, sampling, faults=False)
 
     with store.writer() as shard:
@@ -215,6 +216,32 @@ def sample_attempts(tasks: list[Task], policy: Policy, store_dir: Path, attempts
         if key_of(t) in wanted:
             episodes.setdefault(wanted[key_of(t)], t)
     return list(episodes.values())
+
+
+EPISODE_RULES = "harness.json"
+"""The harness settings a samples store's episodes were run under (``same_episode_rules``)."""
+
+
+def same_episode_rules(store_dir: Path, harness) -> None:
+    """Record the harness settings that shape an episode beside a samples store, or refuse a run
+    under other ones: the resume key (task, policy, sample, sampling) does not hold them, so a rerun
+    with another ``--max-turns`` would reuse episodes cut at the old limit as if they were its own."""
+    rules = harness.model_dump(mode="json", include={"max_turns", "max_consecutive_errors", "max_repeats",
+                                                     "instructions", "demos", "demo_pool"})
+    path = store_dir / EPISODE_RULES
+    if path.exists():
+        try:
+            kept = json.loads(path.read_text())
+        except ValueError:
+            kept = None  # damaged: the rules below replace it
+        if isinstance(kept, dict) and kept != rules:
+            changed = ", ".join(f"{k} {kept.get(k)!r} -> {v!r}" for k, v in rules.items() if kept.get(k) != v)
+            raise ValueError(f"{store_dir} holds episodes run under other harness settings ({changed}); "
+                             "rerun with the same settings, or into another --out")
+        if kept == rules:
+            return
+    store_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rules, sort_keys=True))
 
 
 def sample_round(tasks: list[Task], policy: Policy, store_dir: Path, cfg: RFTConfig,
