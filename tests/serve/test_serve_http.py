@@ -241,6 +241,10 @@ def test_errors_are_openai_shaped(serve):
     r = httpx.post(server.url + "/chat/completions", json={"model": "alpha", "messages": [
         {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]})
     assert r.status_code == 400 and "arguments is not valid JSON" in r.json()["error"]["message"]
+    # A prompt past the context says so in OpenAI's code (clients tell it from a bad request by it).
+    r = httpx.post(server.url + "/chat/completions",
+                   json={"model": "alpha", "messages": [{"role": "user", "content": "x"}] * 4097})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
     assert httpx.get(server.url + "/nothing").status_code == 404
     # The server still answers after the errors.
     assert ask(client).choices[0].message.content == "x"

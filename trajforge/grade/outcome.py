@@ -26,6 +26,9 @@ How a failed episode's reason is chosen, first that applies:
    tool error's kind (``no_such_column``, ``bad_url``...);
 4. why the loop stopped (``Trajectory.end``), else ``no_answer``.
 
+An episode whose conversation outgrew the model's context (``end`` is ``context_exceeded``: the
+server refused the next prompt) is ``failed`` with that reason, whatever its last turn ran into.
+
 ``FAIL_REASONS`` names every reason the built-in environments and the harness give, each once,
 with what it means (a test checks that every tool error kind raised under ``trajforge/envs`` is
 listed). They are what ``trajforge query`` shows as ``fail_reason``, and what ``export --where
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 from trajforge._compat import moved_names
 from trajforge.envs.registry import MCP_PREFIX, env_spec
-from trajforge.harness.faults import HARNESS_ERROR, NOTES
+from trajforge.harness.faults import CONTEXT_EXCEEDED, HARNESS_ERROR, NOTES
 from trajforge.schema import Outcome, Step, Trajectory, Verdict
 
 FAIL_REASONS: dict[str, str] = {
@@ -110,6 +113,7 @@ FAIL_REASONS: dict[str, str] = {
     "max_turns": "the turn limit was reached before an answer",
     "max_errors": "too many consecutive turns without a valid call",
     "repeated_call": "the same calls with the same results, turn after turn, until the harness ended it",
+    "context_exceeded": "its own replies and the results it asked for outgrew the model's context",
     "no_answer": "the episode ended without an answer, for no recorded reason",
     "harness_error": "the harness hit an exception while handling the model's turn",
     "grade_error": "grading this episode raised (it counts against the episode)",
@@ -216,9 +220,11 @@ def grade(traj: Trajectory) -> Outcome:
         reason = _wrong_answer(traj)
     elif traj.end in ("max_turns", "repeated"):  # what the last turn ran into, else the limit itself
         reason = (step_problem(traj.steps[-1]) if traj.steps else None) or REASON_OF_END[traj.end]
+    elif traj.end == CONTEXT_EXCEEDED:  # no next turn could be asked for, whatever the last ran into
+        reason = CONTEXT_EXCEEDED
     else:
         reason = _last_problem(traj) or traj.end or "no_answer"
-    answered = v.submitted or traj.end == "max_turns"
+    answered = v.submitted or traj.end in ("max_turns", CONTEXT_EXCEEDED)
     return Outcome(tier="failed", fail_reason=reason, failed_role=_failed_role(traj, answered))
 
 

@@ -42,10 +42,10 @@ from trajforge.harness.demos import episode_demos
 from trajforge.harness.events import EventLog
 from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, _call, _Threads,
                                         default_env_factory, make_executor)
-from trajforge.harness.faults import HARNESS_ERROR, checked, fault
+from trajforge.harness.faults import CONTEXT_EXCEEDED, HARNESS_ERROR, checked, fault
 from trajforge.harness.loop import Episode, HarnessConfig, unstarted
 from trajforge.parse.base import ParseResult
-from trajforge.policies.base import Generation, Policy, RequestFault, TurnRequest
+from trajforge.policies.base import ContextExceeded, Generation, Policy, RequestFault, TurnRequest
 from trajforge.schema import Fault, SamplingConfig, Step, Task, ToolCall, Trajectory, Verdict
 
 
@@ -189,6 +189,10 @@ class _EpisodeRun:
                     raise _Ended from None
                 await self.backoff(attempt, e.retry_after_s)
                 continue
+            except ContextExceeded:  # the model's failure, not a fault: ``play`` ends the episode
+                log.write("request", key=self.key, turn=turn, attempt=attempt,
+                          latency_s=round(time.perf_counter() - t0, 4), status=CONTEXT_EXCEEDED, retry=False)
+                raise
             except Exception as e:  # noqa: BLE001 - the policy broke (or answered no Generation): infrastructure
                 elapsed = time.perf_counter() - t0
                 log.write("request", key=self.key, turn=turn, attempt=attempt,
@@ -240,7 +244,11 @@ class _EpisodeRun:
             raise _Ended from None
         self.ep.started = self.started
         while not self.ep.end:
-            gen, gen_s, retries = await self.generate()
+            try:
+                gen, gen_s, retries = await self.generate()
+            except ContextExceeded:  # the model's own turns made the prompt that long
+                self.ep.end = CONTEXT_EXCEEDED
+                break
             step, parsed = self.ep.respond(gen, gen_s)
             step.retries = retries
             self.turn = (step, parsed, time.perf_counter())

@@ -7,7 +7,8 @@ has ``t`` (unix time), ``run`` (one id per collection run) and ``ev``:
     run_start     executor, concurrency, todo
     episode_start key
     request_start key, turn, attempt
-    request       key, turn, attempt, latency_s, status ("ok" or a fault kind), retry (bool)
+    request       key, turn, attempt, latency_s, status ("ok", a fault kind, or
+                  "context_exceeded": the model's failure), retry (bool)
     tool_start    key, turn, name
     tool          key, turn, name, latency_s, status ("ok", "error", "fault", "timeout")
     episode_end   key, end, wall_s, faults

@@ -12,7 +12,10 @@ episode that can raise is guarded, and the exception is classified by *who produ
   ``malformed`` call error the model sees (the parser's own backstop, applied again here), and the
   turn goes on. Any other exception while the harness handles a turn (building the step,
   recording results) ends the episode ``harness_error``: graded ``failed`` with that fail reason,
-  so no reply can make its failure vanish as a fault, and counted by name, so the bug shows.
+  so no reply can make its failure vanish as a fault, and counted by name, so the bug shows. A
+  server that refuses a prompt past the model's context once the model has taken a turn
+  (``ContextExceeded``) ends the episode ``context_exceeded``, also ``failed``: the model's own
+  replies and the results it asked for made the conversation that long.
 
 Whatever is stored must also read back: the store degrades a record it cannot write as it is
 (``trajforge.store.lines``) and notes why in a ``record_degraded`` fault; grading that raises
@@ -36,6 +39,9 @@ HARNESS_ERROR = "harness_error"
 
 RECORD_DEGRADED = "record_degraded"
 """Fault note on a record the store could not write as it was (what was changed is its message)."""
+
+CONTEXT_EXCEEDED = "context_exceeded"
+"""End and fail reason of an episode whose conversation outgrew the model's context (the model's side)."""
 
 GRADE_ERROR = "grade_error"
 """Fail reason (and fault note) of an episode whose grading raised."""

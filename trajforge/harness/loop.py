@@ -25,11 +25,11 @@ from trajforge.envs import Environment, env_class, make_env
 from trajforge.envs.toolsets import KNOWN, class_toolset
 from trajforge.harness.budget import turn_budget
 from trajforge.harness.demos import episode_demos
-from trajforge.harness.faults import HARNESS_ERROR, act_each, fault
+from trajforge.harness.faults import CONTEXT_EXCEEDED, HARNESS_ERROR, act_each, fault
 from trajforge.parse.base import ParseResult, backstop
 from trajforge.parse.limits import as_text
 from trajforge.parse.openai import parse_tool_calls
-from trajforge.policies.base import Generation, Policy, TurnRequest
+from trajforge.policies.base import ContextExceeded, Generation, Policy, TurnRequest
 from trajforge.schema import (Fault, Message, Step, Task, ToolCall, ToolResult, Toolset, Trajectory,
                               Verdict)
 
@@ -126,8 +126,12 @@ class Episode:
 
     def take_turn(self, gen: Generation | Exception, gen_s: float, cfg: HarnessConfig) -> None:
         """``advance``, guarded: a policy that failed for this episode (``gen`` is the exception)
-        ends it as ``env_fault``; an exception while handling the turn ends it as
+        ends it as ``env_fault``, unless the conversation outgrew the model's context
+        (``context_exceeded``); an exception while handling the turn ends it as
         ``harness_error`` (see ``trajforge.harness.faults``)."""
+        if isinstance(gen, ContextExceeded):  # the model's own turns made the prompt that long
+            self.end = CONTEXT_EXCEEDED
+            return
         if isinstance(gen, Exception):
             self.fail("policy_error", gen)
             return

@@ -55,6 +55,14 @@ class RequestFault(Exception):
         """The server's ``Retry-After``, when it sent one."""
 
 
+class ContextExceeded(Exception):
+    """The server refused a prompt past the model's context, and the prompt holds the model's own
+    turns (its replies, the tool results it asked for): the conversation the model built outgrew
+    the context. The model's failure, never an infrastructure fault; the harness ends the episode
+    ``context_exceeded``. A first prompt that does not fit (the task, the instructions, a
+    ``max_tokens`` too large) is the setup's, and stays a ``RequestFault``."""
+
+
 class Policy(Protocol):
     name: str
     dialect: Dialect

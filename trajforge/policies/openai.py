@@ -13,6 +13,8 @@ stored.
 collection harness uses, one episode's turn at a time, over one ``httpx.AsyncClient`` per event
 loop. It turns every failure into a ``RequestFault`` that says whether a retry can help (429, 5xx,
 connection reset/refused, timeouts) or not (other 4xx, a body that is not a chat completion).
+Both paths raise ``ContextExceeded`` instead when the server refuses a prompt past the model's
+context after the first turn: the model's own turns made it that long (``CONTEXT_ERRORS``).
 """
 
 from __future__ import annotations
@@ -26,11 +28,18 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from trajforge.parse import Dialect, get_dialect
-from trajforge.policies.base import Generation, RequestFault, TurnRequest
+from trajforge.policies.base import ContextExceeded, Generation, RequestFault, TurnRequest
 
 
 POOL_SHARDS = 16
 """Async HTTP clients per policy and event loop (see ``OpenAIPolicy._async_client``)."""
+
+CONTEXT_ERRORS = ("context_length_exceeded", "context length", "context size", "context window",
+                  "maximum model length", "prompt is too long")
+"""How servers say, in a 400's body (lower-cased), that the prompt is past the model's context:
+OpenAI's code ``context_length_exceeded`` (also ``trajforge serve``'s), vLLM's and DeepSeek's
+"maximum context length is N tokens", vLLM's "longer than the maximum model length", SGLang's
+"longer than the model's context length", llama.cpp's "exceeds the available context size"."""
 
 
 class OpenAIPolicy:
@@ -88,6 +97,7 @@ class OpenAIPolicy:
 
     def _one(self, req: TurnRequest) -> Generation:
         resp = self.client.post(f"{self.server_for(req)}/chat/completions", json=self._payload(req))
+        _check_context(req, resp)
         resp.raise_for_status()
         return self._generation(resp.json())
 
@@ -138,6 +148,7 @@ class OpenAIPolicy:
         except httpx.TransportError as e:  # bad URL, unsupported protocol: retrying cannot help
             raise RequestFault("connection", f"{type(e).__name__}: {e}", retryable=False) from None
         if resp.status_code != 200:
+            _check_context(req, resp)
             transient = resp.status_code == 429 or resp.status_code >= 500
             raise RequestFault(f"http_{resp.status_code}", resp.text[:300], retryable=transient,
                                retry_after_s=_retry_after(resp))
@@ -158,6 +169,16 @@ class OpenAIPolicy:
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         with ThreadPoolExecutor(max_workers=min(8, len(requests))) as pool:
             return list(pool.map(self._one, requests))
+
+
+def _check_context(req: TurnRequest, resp: httpx.Response) -> None:
+    """Raise ``ContextExceeded`` when ``resp`` refuses the prompt for being past the context and
+    the prompt holds the model's turns; at the first turn the model wrote nothing yet, so the
+    refusal stays the caller's ``RequestFault`` (or ``HTTPStatusError``)."""
+    if resp.status_code == 400 and req.turn > 0:
+        body = resp.text[:2000].lower()
+        if any(marker in body for marker in CONTEXT_ERRORS):
+            raise ContextExceeded(resp.text[:300])
 
 
 def _token_fields(data: dict, choice: dict) -> dict:

@@ -283,7 +283,7 @@ class Trajectory(records.StoredRecord):
     reference_turns: int = 0
     """Turns the verified reference solution needs (for the efficiency reward)."""
     end: str = ""
-    """Why the loop stopped: submitted, max_turns, max_errors, repeated, env_fault."""
+    """Why the loop stopped: submitted, max_turns, max_errors, repeated, context_exceeded, env_fault."""
     wall_s: float = 0.0
     """Episode wall time."""
     executed: bool = True

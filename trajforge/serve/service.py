@@ -35,6 +35,9 @@ DEFAULT_MAX_TOKENS = 1024
 _NORMALIZER_MARGIN = 2
 """Slack in the characters-per-token bound for tokenizers whose normalizer drops characters
 (accents, runs of spaces) before the vocabulary sees them."""
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""Error code of a prompt past the model's context, OpenAI's: clients (``OpenAIPolicy``) tell it
+from a bad request by it."""
 
 
 class ServedModel(NamedTuple):
@@ -143,7 +146,7 @@ class ChatService:
         # 30 MB list of empty turns costs a second, not the template's and tokenizer's many.
         if len(req.messages) > self.backend.context:
             raise ServeError(400, f"messages holds {len(req.messages)} turns; {req.model} takes at most "
-                             f"{self.backend.context} tokens", param="messages")
+                             f"{self.backend.context} tokens", param="messages", code=CONTEXT_LENGTH_EXCEEDED)
         toolset = _toolset(req)
         messages = chat_messages(req.messages)
         if toolset is not None and messages[0].role != "system":
@@ -158,7 +161,7 @@ class ChatService:
         room = self.backend.context - len(prompt)
         if room < 1:
             raise ServeError(400, f"the prompt is {len(prompt)} tokens; {req.model} takes at most "
-                             f"{self.backend.context}", param="messages")
+                             f"{self.backend.context}", param="messages", code=CONTEXT_LENGTH_EXCEEDED)
         wanted = req.max_completion_tokens or req.max_tokens or DEFAULT_MAX_TOKENS
         sampling = Sampling(
             temperature=1.0 if req.temperature is None else req.temperature,
@@ -187,7 +190,8 @@ class ChatService:
         most = self.backend.context * self.max_token_chars * _NORMALIZER_MARGIN
         if chars > most:
             raise ServeError(400, f"the prompt is {chars} characters; {model} takes at most "
-                             f"{self.backend.context} tokens (at most {most} characters)", param="messages")
+                             f"{self.backend.context} tokens (at most {most} characters)", param="messages",
+                             code=CONTEXT_LENGTH_EXCEEDED)
 
     # ---- generation -----------------------------------------------------------------------------
 
