@@ -161,3 +161,23 @@ def test_a_curve_matplotlib_cannot_scale_is_named_and_the_page_still_written(run
     res = CliRunner().invoke(app, ["report", str(root)])
     assert res.exit_code == 0, res.output
     assert "could not be plotted" in (root / "report.html").read_text()
+
+
+def test_names_are_drawn_as_written_in_the_plots(run_dir, tmp_path, monkeypatch):
+    """``$...$`` in a policy or env name is not matplotlib math (``$\\x^$`` raised while drawing, so
+    no page was written), and a policy named ``_...`` keeps its legend entry (matplotlib hid it)."""
+    from trajforge.eval import plots
+    from trajforge.store import TrajectoryStore
+
+    names = {"base": "b$\\x^$", "tuned": "_tuned"}
+    store = TrajectoryStore(tmp_path / "store")
+    for t in run_dir.episodes:
+        store.append(t.model_copy(update={"policy": names[t.policy], "env": "$\\env$"}))
+    figs, png = [], plots.png
+    monkeypatch.setattr(plots, "png", lambda fig: figs.append(fig) or png(fig))
+    run = load_run(tmp_path)
+    page = build_report(run, Pair(names["base"], names["tuned"]))
+    assert page.count('<img src="data:image/png;base64,') == 4  # tier, env, fail reasons, rewards
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for fig in figs for ax in fig.axes
+               if ax.get_legend()]
+    assert legends == [["b\\$\\x^\\$", "_tuned"]] * 4

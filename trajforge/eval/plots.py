@@ -41,6 +41,12 @@ def png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _plain(text: str) -> str:
+    """``text`` drawn as written: matplotlib reads ``$...$`` as math, and a name such as ``$\\x^$``
+    (a policy, env or fail reason) made it raise while drawing, so no report was written."""
+    return str(text).replace("$", r"\$")
+
+
 def colors(policies: Sequence[str]) -> dict[str, str]:
     """One stable colour per policy, in report order (before grey, after blue)."""
     return {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(policies)}
@@ -52,17 +58,19 @@ def rate_bars(groups: Sequence[str], counts: dict[str, list[tuple[int, int]]], t
     fig = _figure(max(4.5, 1.1 * len(groups) * max(1, len(counts)) ** 0.5 + 2), 3.2)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(counts))
+    bars = []
     for i, (policy, kn) in enumerate(counts.items()):
         xs = [g + (i - (len(counts) - 1) / 2) * width for g in range(len(groups))]
         vals = [k / n if n else 0.0 for k, n in kn]
         cis = [wilson(k, n) for k, n in kn]
         err = [[max(0.0, v - lo) for v, (lo, _) in zip(vals, cis)], [max(0.0, hi - v) for v, (_, hi) in zip(vals, cis)]]
-        ax.bar(xs, vals, width, yerr=err, capsize=3, label=policy, color=palette[policy])
-    ax.set_xticks(range(len(groups)), [f"{g}" for g in groups])
+        bars.append(ax.bar(xs, vals, width, yerr=err, capsize=3, color=palette[policy]))
+    ax.set_xticks(range(len(groups)), [_plain(g) for g in groups])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("completion")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.set_title(_plain(title))
+    # Handles and labels given explicitly: the automatic legend leaves out labels starting with "_".
+    ax.legend(bars, [_plain(p) for p in counts], fontsize=8)
     return png(fig)
 
 
@@ -72,14 +80,15 @@ def reason_bars(reasons: Sequence[str], counts: dict[str, list[int]], palette: d
     fig = _figure(6.5 + 0.07 * longest, 1.1 + 0.32 * len(reasons) * max(1, len(counts)), left=0.3 + 0.075 * longest)
     ax = fig.add_subplot()
     height = 0.8 / max(1, len(counts))
+    bars = []
     for i, (policy, ns) in enumerate(counts.items()):
         ys = [r + (i - (len(counts) - 1) / 2) * height for r in range(len(reasons))]
-        ax.barh(ys, ns, height, label=policy, color=palette[policy])
-    ax.set_yticks(range(len(reasons)), list(reasons))
+        bars.append(ax.barh(ys, ns, height, color=palette[policy]))
+    ax.set_yticks(range(len(reasons)), [_plain(r) for r in reasons])
     ax.invert_yaxis()
     ax.set_xlabel("failed episodes")
     ax.set_title("fail reasons")
-    ax.legend(fontsize=8)
+    ax.legend(bars, [_plain(p) for p in counts], fontsize=8)
     return png(fig)
 
 
@@ -93,13 +102,14 @@ def reward_hists(values: dict[str, dict[str, list[float]]], palette: dict[str, s
         hi = max((max(d) for d in data.values()), default=1.0)
         if hi - lo < 1e-9:
             lo, hi = lo - 0.5, hi + 0.5
+        shown = {}  # after the loop: the last panel's (total), which carries the legend
         for policy, d in data.items():
-            ax.hist(d, bins=20, range=(lo, hi), alpha=0.5, label=policy, color=palette[policy],
-                    histtype="stepfilled", edgecolor=palette[policy])
+            shown[policy] = ax.hist(d, bins=20, range=(lo, hi), alpha=0.5, color=palette[policy],
+                                    histtype="stepfilled", edgecolor=palette[policy])[2][0]
         ax.set_title(part)
         ax.tick_params(labelsize=7)
     axes[0].set_ylabel("episodes")
-    axes[-1].legend(fontsize=7)
+    axes[-1].legend(list(shown.values()), [_plain(p) for p in shown], fontsize=7)
     return png(fig)
 
 
@@ -113,7 +123,7 @@ def learning_curves(loss: list[tuple[int, float]], evals: dict[str, list[tuple[i
         ax.plot([s for s, _ in loss], [v for _, v in loss], color=_PALETTE[1], lw=1.2)
         ax.set_xlabel("step")
         ax.set_ylabel("training loss")
-        ax.set_title(f"{title}: loss")
+        ax.set_title(_plain(f"{title}: loss"))
     if evals:
         # Rates share a 0..1 axis; counts such as avg_turns get their own (dashed, right axis).
         ax = axes.pop(0)
@@ -126,7 +136,7 @@ def learning_curves(loss: list[tuple[int, float]], evals: dict[str, list[tuple[i
                                         ls="-" if rate else "--", color=_PALETTE[(i + 1) % len(_PALETTE)])
         ax.set_xlabel("step")
         ax.set_ylabel("rate")
-        ax.set_title(f"{title}: evaluation")
+        ax.set_title(_plain(f"{title}: evaluation"))
         handles = [h for a in (ax, twin) if a is not None for h in a.get_legend_handles_labels()[0]]
         ax.legend(handles=handles, fontsize=8)
     return png(fig)
