@@ -28,3 +28,15 @@ def test_the_table_fits_100_columns_with_every_header_whole():
                               "turns"]
     row = next(line for line in lines if long_name in line)  # the name and all its numbers on one line
     assert row.split() == [long_name, "all", "4", "50%", "15-85%", "100%", "50-100%", "2.25"]
+
+
+def test_names_and_tiers_are_text_not_markup():
+    """A policy ``base[v2]`` showed as ``base`` and ``run[/x]`` raised MarkupError (rich markup); a
+    tier went into the HTML page unescaped."""
+    results = {"base[v2]": dict(M, tiers={"<i>x</i>[b]": M}), "run[/x]": M}
+    console = Console(record=True, width=200)
+    console.print(rich_table(results))
+    text = console.export_text()
+    assert "base[v2]" in text and "run[/x]" in text and "<i>x</i>[b]" in text
+    html = html_report(results, "t")
+    assert "<i>" not in html and "&lt;i&gt;x&lt;/i&gt;[b]" in html

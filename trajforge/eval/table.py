@@ -12,6 +12,7 @@ import html
 from typing import Any
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 COLUMNS = ("policy", "tier", "n", "completion", "95% CI", "validity", "95% CI", "avg turns")
@@ -38,7 +39,9 @@ def rich_table(results: dict[str, Any], title: str = "") -> Table:
     for name, m in results.items():
         rows = [("all", m)] + list(m.get("tiers", {}).items())
         for tier, r in rows:
-            table.add_row(name if tier == "all" else "", tier, str(r["n"]), _pct(r["completion"]),
+            # Names and tiers come from the store and the command line: text, not rich markup
+            # (``run[v2]`` showed as ``run``; ``run[/x]`` raised MarkupError).
+            table.add_row(escape(name) if tier == "all" else "", escape(tier), str(r["n"]), _pct(r["completion"]),
                           _short_ci(r["completion_ci95"]), _pct(r["validity"]), _short_ci(r["validity_ci95"]),
                           f"{r['avg_turns']:.2f}")
     return table
@@ -51,7 +54,7 @@ def html_report(results: dict[str, Any], title: str, extra: dict[str, Any] | Non
         for tier, r in [("all", m)] + list(m.get("tiers", {}).items()):
             reasons = ", ".join(f"{k}: {v}" for k, v in r.get("fail_reasons", {}).items())
             rows.append(
-                f"<tr><td>{html.escape(name)}</td><td>{tier}</td><td>{r['n']}</td>"
+                f"<tr><td>{html.escape(name)}</td><td>{html.escape(tier)}</td><td>{r['n']}</td>"
                 f"<td>{_pct(r['completion'])} {_ci(r['completion_ci95'])}</td>"
                 f"<td>{_pct(r['validity'])} {_ci(r['validity_ci95'])}</td>"
                 f"<td>{r['avg_turns']:.2f}</td><td>{html.escape(reasons)}</td></tr>")
