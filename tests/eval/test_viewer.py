@@ -139,3 +139,15 @@ def test_view_command_points_at_stores_below_a_run_directory(run_dir):
     assert "eval_store" in res.output and "train_store" in res.output
     res = CliRunner().invoke(app, ["view", str(run_dir.root / "nope")])
     assert res.exit_code == 2 and "does not exist" in res.output
+
+
+def test_catalog_follows_a_rewritten_store(run_dir, tmp_path):
+    """``trajforge grade`` rewrites the store between two looks at it: the old offsets point into
+    other records, which showed another episode or a torn piece of one (422)."""
+    store = TrajectoryStore(tmp_path)
+    for t in run_dir.episodes[:6]:
+        store.append(t)
+    cat = Catalog(tmp_path, recheck_s=3600)  # no periodic look in this test
+    store.rewrite(list(reversed(run_dir.episodes[:6])))
+    for t in run_dir.episodes[:6]:
+        assert cat.episode(t.task_id, t.policy, t.sample) == t

@@ -10,7 +10,8 @@ of the JSONL. A whole trajectory is read back by seeking to its line, from a byt
 built in the same pass. Both are rebuilt when a shard's size or mtime changes (a collection still
 appending, ``trajforge grade`` rewriting), looked for at most every ``recheck_s`` seconds: by
 default 1 s, or three times the last rebuild if longer, so a large store that is still growing
-costs the viewer at most about a quarter of its time in rebuilds.
+costs the viewer at most about a quarter of its time in rebuilds. An episode whose line no longer
+holds it (the store was rewritten in between) makes the catalog look at once.
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ def _key(line: bytes) -> Key:
         return json.loads(m.group(1)), json.loads(m.group(3)), int(m.group(2))
     d = json.loads(line)
     return d["task_id"], d["policy"], int(d.get("sample", 0))
+
+
+def _holds(line: bytes, key: Key) -> bool:
+    """Whether ``line`` is the record of ``key`` (not a torn piece or another episode's line)."""
+    try:
+        return _key(line) == key
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return False
 
 
 class UnreadableEpisode(ValueError):
@@ -130,12 +139,13 @@ class Catalog:
         self._snap = Snapshot(self.root)
         self._checked = time.monotonic()
 
-    def snapshot(self) -> Snapshot:
-        """The current snapshot, rebuilt first when the shards changed since it was taken."""
+    def snapshot(self, recheck: bool = False) -> Snapshot:
+        """The current snapshot, rebuilt first when the shards changed since it was taken (looked
+        for at most every ``recheck_s`` seconds, or now with ``recheck``)."""
         with self._lock:
             now = time.monotonic()
             every = self.recheck_s if self.recheck_s is not None else max(1.0, 3 * self._snap.build_s)
-            if now - self._checked >= every:
+            if recheck or now - self._checked >= every:
                 self._checked = now
                 shards = TrajectoryStore(self.root).shards()
                 if shards and _signature(shards) != self._snap.signature:
@@ -182,13 +192,14 @@ class Catalog:
 
         Raises ``UnreadableEpisode`` for a line over ``MAX_EPISODE_BYTES`` or one that is not a
         valid trajectory (too deeply nested, a wrong field)."""
-        loc = self.snapshot().offsets.get((task_id, policy, sample))
-        if loc is None:
+        key = (task_id, policy, sample)
+        line = self._line(self.snapshot(), key)
+        if line is not None and not _holds(line, key):
+            # The store was rewritten (``trajforge grade``) since the snapshot: its offsets point into
+            # other records now. Look again at once rather than show another episode or a torn piece.
+            line = self._line(self.snapshot(recheck=True), key)
+        if line is None:
             return None
-        path, offset = loc
-        with open(path, "rb") as f:
-            f.seek(offset)
-            line = f.readline(MAX_EPISODE_BYTES + 1)
         if len(line) > MAX_EPISODE_BYTES:
             raise UnreadableEpisode(f"the episode's record is over {MAX_EPISODE_BYTES // 2**20} MiB, too "
                                     f"large to show; read it with trajforge query or export")
@@ -199,6 +210,19 @@ class Catalog:
             field = ".".join(map(str, first["loc"]))
             what = f"{field}: {first['msg']}" if field else first["msg"]
             raise UnreadableEpisode(f"the episode's record cannot be read ({what})") from None
+
+    def _line(self, snap: Snapshot, key: Key) -> bytes | None:
+        """The line at ``key``'s offset in ``snap`` (empty when its shard is gone); None when unknown."""
+        loc = snap.offsets.get(key)
+        if loc is None:
+            return None
+        path, offset = loc
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                return f.readline(MAX_EPISODE_BYTES + 1)
+        except FileNotFoundError:  # a rewrite folded this shard into the first
+            return b""
 
     def siblings(self, task_id: str) -> list[dict[str, Any]]:
         """Every episode of one task (all policies and samples): the candidates to put side by side."""
