@@ -9,6 +9,7 @@ import hashlib
 import json
 import sqlite3
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -31,9 +32,9 @@ from trajforge.envs.web.tasks import TEMPLATES as WEB_TEMPLATES
 from trajforge.envs.web.tasks import heldout_values as web_heldout
 from trajforge.harness import HarnessConfig, run_episodes
 from trajforge.policies.expert import ExpertPolicy
-from trajforge.schema import Task
+from trajforge.schema import Task, ToolCall
 from trajforge.tasks import read_tasks, synthesize
-from trajforge.tasks.templates import split_sizes
+from trajforge.tasks.templates import TemplateGenerator, split_sizes
 from trajforge.tasks.verify import replay_reference
 from trajforge.tasks.worlds import across_worlds, world_shares
 
@@ -131,6 +132,32 @@ def test_world_train_keeps_world_zero_whole_and_adds_each_world_on_top():
     assert {t.split for t in added.tasks if t.world} == {"train"}
     with pytest.raises(ValueError, match="worlds > 1"):
         synthesize("sql", 60, 0, world_train=7)
+
+
+def _renaming_generator(world: int) -> TemplateGenerator:
+    """One template ``k`` in 0..9 (held out: 100..109) whose worlds, like code's, rename the
+    wording and the plan (``f<world>``) but keep the template and its entities."""
+    def build(t, e, split):
+        name = f"f{world}"
+        return Task(id=f"x-{name}-{e['k']}", env="sql", prompt=f"Write {name} returning {e['k']}.",
+                    tier="easy", split=split, template=t.id, entities=e, world=world, expected=e["k"],
+                    reference=(ToolCall(name="submit_answer", arguments={"answer": f"{name}:{e['k']}"}),))
+
+    return TemplateGenerator(
+        templates=[SimpleNamespace(id="t", heldout_only=False)],
+        draw=lambda t, rng, heldout: {"k": rng.randrange(10) + (100 if heldout else 0)},
+        task_id=lambda t, e: f"x-f{world}-{e['k']}", build=build, space=lambda t, heldout: 10)
+
+
+def test_a_world_that_only_renames_never_trains_on_a_test_instance():
+    """World 0's train (7) and test (3) use all 10 seen values: world 1 may repeat the 7 train
+    instances renamed (code's worlds do), never the 3 test ones."""
+    report = across_worlds(_renaming_generator, 20, 0, worlds=2)
+    measured = {t.entities["k"] for t in report.tasks if t.split == "test"}
+    renamed = [t.entities["k"] for t in report.tasks if t.world == 1]
+    assert len(measured) == 3 and len(renamed) == 7
+    assert not measured & set(renamed)
+    assert report.dropped["duplicate"] >= 3
 
 
 @pytest.mark.parametrize("env", list(SIZES))

@@ -18,8 +18,9 @@ same random stream and the same duplicate set, in order: world 0's train and tes
 so a test task is never a train task), world 0's held-out, then worlds 1..K-1's train. Test and
 held-out stay in world 0, so they measure exactly what they measure without worlds. A task of a
 world > 0 whose prompt or reference plan repeats one drawn before (``tasks.dedup``: the same
-question about a city two worlds share) is dropped as a duplicate and another drawn, so no
-question of the test split reappears, word for word, in training. Only the
+question about a city two worlds share), or that is a test or held-out task's template with its
+entities (code's worlds rename only the function), is dropped as a duplicate and another drawn, so
+no question of the test split reappears in training. Only the
 train draw of a world > 0 happens, so its ``heldout_only`` templates never enter it; that its
 vocabularies hold no held-out value is each world builder's promise, and
 ``tests/tasks/test_worlds.py`` checks it for every environment.
@@ -27,6 +28,7 @@ vocabularies hold no held-out value is each world builder's promise, and
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -51,6 +53,11 @@ def world_shares(train: int, worlds: int, world_train: int = 0) -> list[int]:
     return [each + rest] + [each] * (worlds - 1)
 
 
+def _instance(task: Task) -> str:
+    """What a task asks whatever its world calls things: its template and entities."""
+    return json.dumps([task.env, task.template, task.entities], sort_keys=True, default=str)
+
+
 def across_worlds(generator_for: Callable[[int], TemplateGenerator[Any]], n: int, seed: int = 0,
                   worlds: int = 1, world_train: int = 0) -> SynthReport:
     """``n`` verified tasks (plus ``world_train`` per world > 0): train from worlds
@@ -70,9 +77,15 @@ def across_worlds(generator_for: Callable[[int], TemplateGenerator[Any]], n: int
     known = Deduper()
     for task in tasks:
         known.add(task)
+    # A world renames what it can, not what a template asks: code's worlds rename only the
+    # function, so a test task's template and parameters come back in other words and another
+    # plan. That instance is redrawn as well (train instances may recur: that is code's world).
+    measured = {_instance(t) for t in tasks if t.split != "train"}
 
     def vet(task: Task) -> str | None:
         hit = known.check_prompt(task.prompt) or known.check_plan(task.env, task.reference, None)
+        if hit is None and _instance(task) in measured:
+            hit = ("duplicate", "")
         if hit is None:
             known.add(task)  # kept: later worlds must not repeat it either
         return hit[0] if hit else None
