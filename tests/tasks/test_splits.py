@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from trajforge.schema import Task, ToolCall
 from trajforge.tasks.splits import combo_key, combo_report, drop_combo_leaks, tool_combo
+from trajforge.tasks.templates import TemplateGenerator
 from trajforge.envs.sql.tasks import generate_sql_tasks
 from trajforge.envs.travel.tasks import HELDOUT_TOOL_GROUPS, generate_travel_tasks
 
@@ -55,3 +58,26 @@ def test_the_helper_reads_sql_tasks_too():
     assert leaked and all(schema_pair <= tool_combo(t) for t in tasks if t.id in leaked)
     kept, n = drop_combo_leaks(tasks, [schema_pair])
     assert n == len(leaked) and combo_report(kept, [schema_pair]).ok
+
+
+def test_a_template_with_no_values_in_a_partition_leaves_that_draw_and_the_gap_is_counted():
+    """A template may have no held-out values (or no seen ones): it is not drawn there, rather
+    than crashing the whole draw; places no template can fill are ``unfilled``."""
+    values = {"a": ((1, 2, 3, 4, 5, 6, 7, 8), (90, 91)), "b": ((10, 11, 12, 13, 14, 15, 16, 17), ())}
+
+    def build(t, e, split):
+        return Task(id=f"{t.id}-{e['k']}", env="sql", prompt=f"{t.id} {e['k']}", tier="easy", split=split,
+                    template=t.id, reference=(), expected=e["k"], entities=e)
+
+    def generator(templates):
+        return TemplateGenerator(
+            templates=[SimpleNamespace(id=i, heldout_only=False) for i in templates], build=build,
+            draw=lambda t, rng, heldout: {"k": rng.choice(values[t.id][heldout])},
+            task_id=lambda t, e: f"{t.id}-{e['k']}", space=lambda t, heldout: len(values[t.id][heldout]))
+
+    report = generator("ab")(18, seed=0)
+    held = [t for t in report.tasks if t.split == "heldout"]
+    assert len(held) == 2 and {t.template for t in held} == {"a"}
+    assert report.dropped["unfilled"] == 1 and len(report.tasks) == 17
+    only_b = generator("b")(10, seed=0)
+    assert {t.split for t in only_b.tasks} == {"train", "test"} and only_b.dropped["unfilled"] == 2

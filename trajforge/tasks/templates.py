@@ -149,6 +149,7 @@ class TemplateGenerator(Generic[T]):
         heldout = "heldout" in targets
         rotation = self.rotation(heldout)
         space = {t.id: self.space(t, heldout) for t in rotation} if self.space else {}
+        rotation = [t for t in rotation if space.get(t.id) != 0]  # nothing to draw in this partition
         tried: dict[str, set[str]] = {t.id: set() for t in rotation}
         misses: Counter[str] = Counter()
         budget = self.budget(sum(targets.values())) if self.budget else None
