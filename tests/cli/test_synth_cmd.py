@@ -131,6 +131,7 @@ def test_unreachable_llm(tmp_path):
     (["--llm", "http://127.0.0.1:9/v1"], "--llm needs --llm-model"),
     (["--tier", "extreme"], "'extreme' is not a tier"),
     (["--pool", "nothere.jsonl"], "nothere.jsonl does not exist"),
+    (["--n", "-3"], "--n must be 0 or more, not -3"),
 ])
 def test_clear_errors(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

@@ -96,6 +96,8 @@ def synth(
     from trajforge.tasks.dedup import merge_pools
 
     _check_options(env, db, questions, llm, llm_model, tier, split, db_dir, dedup, compare)
+    if n < 0:  # else a pool of no tasks is written as if that were asked for
+        _fail(f"--n must be 0 or more, not {n}")
     if worlds < 1:
         _fail(f"--worlds must be 1 or more, not {worlds}")
     if worlds != 1 and (questions or llm):
