@@ -331,7 +331,9 @@ def test_reading_pathological_reports_is_bounded_in_time():
         start = time.monotonic()
         verdict = judge(tests, RunResult(returncode=0, stdout=MARK + line, stderr=""),
                         SandboxLimits())
-        assert time.monotonic() - start < 2.0
+        # ~0.1 s alone; the bound is against quadratic or unbounded reading, with room for a
+        # contended 2-core CI machine (2.03 s seen under a parallel suite).
+        assert time.monotonic() - start < 10.0
         assert not verdict.all_passed and "could not be read" in verdict.error
     assert isinstance(read_report(MARK + "x" * 2_000_000, MARK), Unreadable)
     assert read_report("no mark here", MARK) is None
