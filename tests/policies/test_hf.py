@@ -166,3 +166,57 @@ def test_a_resumed_prefill_gives_the_full_prefills_logits(model):
         full = [loaded[0](input_ids=torch.tensor([p])).logits[0, -1] for p in nexts]
     for row, whole in zip(resumed, full):
         torch.testing.assert_close(row, whole, atol=1e-4, rtol=1e-4)
+
+
+def test_a_prompt_past_the_context_ends_only_its_episode_context_exceeded(model):
+    """A prompt with no room left for ``max_new_tokens`` in the model's context
+    (``max_position_embeddings``) is refused before generating: once the model has taken a turn
+    it is ``ContextExceeded`` and its episode ends ``context_exceeded`` (as with the OpenAI
+    policy), and its batch-mates get the turn they get alone. Before, the rotary tiny model
+    generated on past its context without a word."""
+    from trajforge.envs import make_env
+    from trajforge.harness.faults import act_each
+    from trajforge.harness.loop import Episode
+    from trajforge.policies.base import ContextExceeded, Generation
+    from trajforge.policies.hf import HFPolicy
+    from trajforge.schema import Message
+
+    loaded = varied(model)
+    cfg = HarnessConfig()
+    eps = []
+    for t in synthesize("sql", 20, seed=0).tasks[:3]:
+        env = make_env("sql")
+        env.reset(t)
+        eps.append(Episode(t, 0, env, HFPolicy(str(model), loaded=loaded), cfg))
+    reqs = [ep.request() for ep in eps]
+    grown = eps[1].messages + [Message(role="assistant", content="Let me look."),
+                               Message(role="tool", name="run_sql", content="row\n" * 100)]
+    reqs[1] = reqs[1]._replace(messages=grown, turn=1)
+    lengths = [len(eps[0].policy.prompt_ids(r)) for r in reqs]
+    assert lengths[1] > max(lengths[0], lengths[2])
+    loaded[0].config.max_position_embeddings = context = max(lengths[0], lengths[2]) + 6
+    pol = HFPolicy(str(model), loaded=loaded, max_new_tokens=6, keep_turns=False)
+    gens = act_each(pol, reqs)
+    assert isinstance(gens[1], ContextExceeded)
+    assert [type(g) for g in (gens[0], gens[2])] == [Generation, Generation]
+    assert [gens[0], gens[2]] == [pol.act([reqs[0]])[0], pol.act([reqs[2]])[0]]
+    eps[1].take_turn(gens[1], 0.0, cfg)
+    assert eps[1].end == "context_exceeded" and not eps[1].faults
+    # A first prompt that does not fit is the setup's (the task, max_new_tokens), not the model's.
+    pol.max_new_tokens = context
+    with pytest.raises(ValueError, match="takes at most"):
+        pol.act([reqs[0]])
+
+
+def test_a_checkpoints_repetition_penalty_does_not_change_greedy_turns(model):
+    """A model's shipped ``generation_config`` may set a repetition penalty (Qwen2.5: 1.05);
+    generate() applied it, so "greedy" turns were not the argmax that ``trajforge serve`` takes
+    and training scores. The tiny model's greedy rows repeat tokens, so a penalty shows."""
+    from trajforge.policies.hf import HFPolicy
+
+    loaded = varied(model)
+    pol = HFPolicy(str(model), loaded=loaded, max_new_tokens=12, keep_turns=False)
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
+    argmax = pol._generate(*pol._batch(prompts), [0.0, 0.0])
+    loaded[0].generation_config.repetition_penalty = 1.3
+    assert pol._generate(*pol._batch(prompts), [0.0, 0.0]) == argmax

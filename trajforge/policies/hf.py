@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from trajforge.parse import RENDER_MODES, Dialect, get_dialect
-from trajforge.policies.base import Generation, TurnRequest
+from trajforge.policies.base import ContextExceeded, Generation, TurnRequest
 from trajforge.policies.loading import load_model, read_chat_template
 from trajforge.policies.models import EMBEDDED
 from trajforge.policies.turn_cache import TurnCache, common_prefix
@@ -171,6 +171,10 @@ class HFPolicy:
         default = trained.get("dialect") or EMBEDDED.get(model, {}).get("dialect")
         self.dialect = dialect or (get_dialect(default) if default else
                                    Dialect.for_model(model, getattr(self.tokenizer, "chat_template", None)))
+        config = getattr(self.model, "config", None)
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        self.context: int | None = getattr(config, "max_position_embeddings", None)
+        """Most positions (prompt + completion) the model takes; None: not known, nothing refused."""
 
     def check_toolset(self, fingerprint: str) -> None:
         if self.adapter and fingerprint not in self._checked:
@@ -183,6 +187,7 @@ class HFPolicy:
 
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         prompts = [self.prompt_ids(r) for r in requests]
+        self._check_fits(requests, prompts)
         temps = [r.temperature if r.temperature is not None else self.temperature for r in requests]
         keys = [(r.task.id, r.sample) for r in requests]
         reuse = [self.turns.take(k, r.turn, p) if self.turns else None for k, r, p in zip(keys, requests, prompts)]
@@ -210,6 +215,19 @@ class HFPolicy:
         eos = self.tokenizer.eos_token_id
         return [Generation(text=self.tokenizer.decode([t for t in c if t != eos], skip_special_tokens=False),
                            prompt_ids=p, completion_ids=c) for p, c in zip(prompts, made)]
+
+    def _check_fits(self, requests: list[TurnRequest], prompts: list[list[int]]) -> None:
+        """Refuse, before generating, a prompt that leaves no room for ``max_new_tokens`` in the
+        model's context, as a server does: ``ContextExceeded`` once the model has taken a turn (its
+        own turns made it that long; the harness asks again one request at a time, so only that
+        episode ends ``context_exceeded``), else a ``ValueError`` (the setup's). Past its context a
+        model with rotary positions generates garbage without a word, one with learned positions
+        raises an IndexError."""
+        for req, prompt in zip(requests, prompts):
+            if self.context and len(prompt) + self.max_new_tokens > self.context:
+                why = (f"the prompt is {len(prompt)} tokens and up to {self.max_new_tokens} are generated; "
+                       f"{self.model_name} takes at most {self.context}")
+                raise ContextExceeded(why) if req.turn > 0 else ValueError(why)
 
     def forget(self, task_id: str, sample: int) -> None:
         """The episode ended (the harness says so): drop its kept cache."""
@@ -261,18 +279,22 @@ class HFPolicy:
 
     def _sampling(self, temps: list[float]) -> dict:
         """generate() options for the rows' temperatures: greedy, one shared temperature, or a
-        per-row one (guided exploration cools single episodes inside a batch)."""
+        per-row one (guided exploration cools single episodes inside a batch). A checkpoint's own
+        ``generation_config`` may ship a repetition penalty (Qwen2.5: 1.05) that generate() would
+        apply; it is turned off, so greedy is the argmax and a sample comes from the softmax that
+        ``trajforge serve`` samples and training scores."""
         import torch
 
+        plain = {"repetition_penalty": 1.0}
         if all(t <= 0 for t in temps):
-            return {"do_sample": False}
+            return {"do_sample": False, **plain}
         torch.manual_seed(self.seed + self._draws)  # reproducible, but a fresh stream per turn
         self._draws += 1
         if len(set(temps)) == 1:
-            return {"do_sample": True, "temperature": temps[0], "top_p": 1.0, "top_k": 0}
+            return {"do_sample": True, "temperature": temps[0], "top_p": 1.0, "top_k": 0, **plain}
         from transformers import LogitsProcessorList
 
-        return {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+        return {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, **plain,
                 "logits_processor": LogitsProcessorList([RowTemperature(temps, self.model.device)])}
 
     def _batch(self, prompts: list[list[int]]):
