@@ -31,6 +31,17 @@ def test_group_advantages_by_hand():
     assert unscaled.tolist() == pytest.approx([0.5, -0.5, -0.5, 0.5, 0, 0, 0])
 
 
+@pytest.mark.parametrize("value", [0.7, 0.1, 0.93])
+def test_a_group_of_equal_rewards_gets_exactly_zero(value):
+    # fp32's mean of eight 0.7s is one ulp off 0.7; divided by (std + eps) that was a shared 0.056,
+    # so GRPO kept the group (advantage != 0) and pushed all its rollouts the same way.
+    rewards = torch.tensor([value] * 8 + [1.0, 0.0])
+    groups = torch.tensor([0] * 8 + [1, 1])
+    for scale in (True, False):
+        adv = group_advantages(rewards, groups, scale=scale)
+        assert adv[:8].tolist() == [0.0] * 8 and adv[8].item() > 0 > adv[9].item()
+
+
 def test_policy_gradient_loss_by_hand():
     logp = torch.tensor([[-1.0, -2.0, -5.0], [-0.5, -9.0, -9.0]], requires_grad=True)
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])

@@ -166,6 +166,10 @@ def group_advantages(rewards, groups, scale: bool = True, eps: float = 1e-6):
     for g in groups.unique():
         sel = groups == g
         r = rewards[sel]
+        if (r == r[0]).all():
+            # Left at exactly 0: the float mean of equal rewards can miss them by an ulp (eight
+            # 0.7s in fp32), and / (std + eps) made that a shared advantage of ~0.06.
+            continue
         centred = r - r.mean()
         adv[sel] = centred / (r.std(unbiased=False) + eps) if scale else centred
     return adv
