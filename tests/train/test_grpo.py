@@ -92,6 +92,17 @@ def test_groups_that_agree_carry_no_signal(rollouts):
     assert to_rollouts(solved).sequences == []
 
 
+def test_env_fault_rollouts_are_never_negatives(rollouts):
+    """A rollout the infrastructure ended (``env_fault``) neither trains as a negative nor moves its
+    group's mean: the step is the one without it."""
+    fault = rollouts[0].model_copy(update={
+        "outcome": rollouts[0].outcome.model_copy(update={"tier": "env_fault", "fail_reason": "tool_timeout"}),
+        "reward": rollouts[0].reward.model_copy(update={"total": -1.0})})
+    with_fault, without = to_rollouts(rollouts + [fault]), to_rollouts(rollouts)
+    assert with_fault.advantages == without.advantages and with_fault.sequences == without.sequences
+    assert with_fault.stats["groups"] == 4
+
+
 def test_drop_solved_keeps_tasks_with_signal_or_no_measurement(rollouts, sql_tasks):
     train = [t for t in sql_tasks if t.split == "train"]
     ids = sorted({t.task_id for t in rollouts})
@@ -204,6 +215,56 @@ def test_loss_norm_weighs_rollouts_by_length_or_alike(rollouts, tiny_model, norm
         assert torch.allclose(got[n], p.grad, rtol=1e-3, atol=1e-7), n
     if norm == "sequence":  # unequal lengths: the two norms really differ here
         assert len(set(lengths)) > 1
+
+
+def test_later_updates_on_the_same_rollouts_use_the_sampling_policy_as_old(rollouts, tiny_model):
+    """``updates_per_batch`` > 1 hands the same cached micro-batch to each update. The first update
+    has ratio 1; a later one, after the weights moved, has ratio π_θ/π_old with π_old the weights
+    that sampled the rollouts, clipped as PPO's surrogate (it used to re-detach: ratio 1, no clip)."""
+    from trajforge.train.losses import policy_gradient_loss, token_logprobs
+
+    cfg = GRPOConfig(r=4, alpha=8, dropout=0.0, micro_batch=64, kl_beta=0.0, updates_per_batch=2)
+    net, tok = lora_model(tiny_model, cfg)
+    micro = micro_batches(to_rollouts(rollouts), tok.pad_token_id, cfg, net.device)[0]
+    totals = dict(micro["counts"])
+    call = lambda fn, *a: fn(net, *a)  # noqa: E731
+    args = (micro["input_ids"], micro["attention_mask"], micro["labels"], False)
+    with torch.no_grad():
+        old = token_logprobs(net, *args)
+    first, stats = micro_loss(call, micro, totals, cfg, net, share=False)
+    assert stats["clipped"] == 0
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for n, p in net.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.3)  # an optimizer step's worth of change, and then some
+        new = token_logprobs(net, *args)
+    second, stats = micro_loss(call, micro, totals, cfg, net, share=False)
+    mask = micro["labels"][:, 1:] != IGNORE
+    expected, _ = policy_gradient_loss(new, old, micro["advantages"], mask, cfg.clip,
+                                       denom=torch.tensor(totals["tokens"]))
+    assert float(second) == pytest.approx(float(expected), rel=1e-4)
+    assert float(second) != pytest.approx(float(first), abs=1e-4) and stats["clipped"] > 0
+
+
+def test_a_process_without_signal_runs_a_pass_with_no_gradient(tiny_model):
+    """``null_micro``: its gradient is exactly 0, the KL term included (a KL on its pad token moved
+    the adapter on steps where every group agreed)."""
+    from trajforge.train.grpo import null_micro
+
+    cfg = GRPOConfig(r=4, alpha=8, dropout=0.0, kl_beta=0.5)
+    net, tok = lora_model(tiny_model, cfg)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for n, p in net.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.3)  # the policy has moved off the reference
+    micro = null_micro(5, net.device)  # a real token: the tiny model's pad embedding is zero
+    loss, _ = micro_loss(lambda fn, *a: fn(net, *a), micro, {"tokens": 0.0, "rollouts": 0.0}, cfg, net)
+    loss.backward()
+    grads = [p.grad for p in net.parameters() if p.requires_grad]
+    assert float(loss) == 0 and all(g is not None for g in grads)  # the pass reaches the adapter
+    assert all(float(g.abs().max()) == 0 for g in grads)
 
 
 def test_train_grpo_end_to_end_with_sampling(tiny_model, sql_tasks, tmp_path):

@@ -52,7 +52,7 @@ from trajforge.train.toolsets import fingerprint_meta
 class GRPOConfig(LoraSettings):
     """GRPO hyper-parameters (adapter, optimiser and checkpoint settings in ``LoraSettings``)."""
 
-    lr: float = 5e-5
+    lr: float = Field(5e-5, gt=0)
     """Peak learning rate."""
     batch_size: int = 8
     """Tasks per rollout round, over all processes (each gets ``group_size`` rollouts)."""
@@ -63,7 +63,9 @@ class GRPOConfig(LoraSettings):
     steps: int = 20
     """Optimizer steps (``max_steps`` caps it too)."""
     temperature: float = 1.0
-    """Rollout sampling temperature."""
+    """Rollout sampling temperature. The loss scores tokens at temperature 1 (ratio, KL, the
+    importance-sampling correction against the log-probs servers report), not the tempered
+    distribution the rollouts came from; TRL divides the logits by it instead. At 1.0 they agree."""
     max_turns: int = 6
     """Turns per rollout."""
     max_new_tokens: int = 160
@@ -188,7 +190,10 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
     rollout with a non-zero advantage. Rollouts without token ids cannot be trained on exactly and
     are refused."""
     import torch
+    from trajforge.store import is_fault
 
+    # An episode the infrastructure ended is never a negative, nor part of its group's mean.
+    trajs = [t for t in trajs if not is_fault(t)]
     groups: dict[str, int] = {}
     gid = [groups.setdefault(t.task_id, len(groups)) for t in trajs]
     # cpu: a few floats per rollout, turned into Python numbers for the micro-batches right away.
@@ -301,9 +306,13 @@ def micro_loss(model, micro: dict[str, Any], totals: dict[str, float], cfg: GRPO
         with torch.no_grad(), net.disable_adapter():
             ref = token_logprobs(net, ids, att, labels, share)
     logp = model(token_logprobs, ids, att, labels, share)
+    # π_old: the weights that sampled the rollouts. The first update on a micro-batch runs under
+    # them (ratio 1); ``updates_per_batch`` > 1 hands the same cached micro-batch to later updates,
+    # whose ratio against it is what the clip acts on (re-detaching each pass made it always 1).
+    old = micro.setdefault("old_logp", logp.detach())
     count = totals["rollouts"] if cfg.loss_norm == "sequence" else totals["tokens"]
     denom = torch.tensor(max(1.0, count), dtype=logp.dtype, device=logp.device)
-    return policy_gradient_loss(logp, logp.detach(), micro["advantages"].to(logp.dtype), mask, cfg.clip, ref,
+    return policy_gradient_loss(logp, old, micro["advantages"].to(logp.dtype), mask, cfg.clip, ref,
                                 cfg.kl_beta, micro["behaviour"], cfg.tis_cap, denom, micro.get("weights"))
 
 
@@ -375,6 +384,7 @@ def null_micro(pad: int, device) -> dict[str, Any]:
     rollouts = Rollouts(sequences=[Packed([pad, pad], [(1, 2)], 0)], advantages=[0.0])
     micro = micro_batches(rollouts, pad, GRPOConfig(micro_batch=1), device)[0]
     micro["advantages"] = torch.zeros(1, device=device)
+    micro["weights"] = torch.zeros(1, device=device)  # the KL term's too: no gradient at all
     micro["counts"] = {"tokens": 0.0, "rollouts": 0.0}
     return micro
 
