@@ -28,6 +28,7 @@ from rich.console import Console
 from trajforge.cli import spread
 from trajforge.cli.options import Options, with_configs
 from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with_reward_flags
+from trajforge.cli.targets import refuse_unwritable
 from trajforge.grade.reward import RewardConfig
 from trajforge.harness.concurrent import CollectConfig
 from trajforge.harness.loop import HarnessConfig
@@ -81,8 +82,8 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             policy: str = typer.Option(..., help="expert, repair (the expert, a mistake first: self-repair "
                                        "demonstrations), hf:MODEL[@ADAPTER] or openai:BASE_URL#MODEL"),
             out: Path = typer.Option(..., help="store directory"),
-            split: Optional[str] = None, samples: int = 1, name: Optional[str] = None,
-            temperature: float = 0.0,
+            split: Optional[str] = None, samples: int = typer.Option(1, min=1), name: Optional[str] = None,
+            temperature: float = typer.Option(0.0, min=0.0),
             executor: str = typer.Option("asyncio", help="where environments run: asyncio | ray"),
             resume: bool = typer.Option(False, "--resume", help="report what an interrupted run had "
                                         "in flight (finished episodes are always skipped)"),
@@ -99,6 +100,7 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
 
     if executor not in ("asyncio", "ray"):
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
+    refuse_unwritable(out, "--out", "folder")
     rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
     # --demo-pool's temporary pool file lasts as long as the command
     with _demo_harness(harness) as harness:

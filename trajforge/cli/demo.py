@@ -135,6 +135,7 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     write_report(out, out / "report.html", title=title)  # reads the stores and metrics.json just written
     if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(metrics, indent=2))
     console.print(f"timings (s): {timings}")
     console.print(f"wrote {out / 'metrics.json'} and {out / 'report.html'}")

@@ -118,11 +118,13 @@ def import_openai(file: Path = typer.Argument(..., help="OpenAI chat fine-tuning
     Lines that cannot be read are listed (file:line: what) and the command exits 1; the others are
     imported all the same (importing the file again after a fix adds no duplicates: a record's key is
     its file and line). Conversations --execute cannot replay are counted and listed by reason."""
+    from trajforge.cli.targets import refuse_unwritable
     from trajforge.store import TrajectoryStore
     from trajforge.store.export import read_openai_jsonl
 
     if execute != (tasks is not None):
         _fail("--execute needs --tasks POOL (the tasks the conversations are about), and --tasks is only for --execute")
+    refuse_unwritable(out, "--out", "folder")
     try:
         trajs, rejected = read_openai_jsonl(file, env=env, policy=policy)
     except (OSError, ValueError, KeyError) as e:

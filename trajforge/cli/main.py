@@ -63,7 +63,11 @@ def models_pull(name: str = typer.Argument("smollm2-135m"), force: bool = False)
     """Fetch and convert an embedded model into the local cache."""
     from trajforge.policies.models import pull
 
-    console.print(f"model ready at {pull(name, force=force)}")
+    try:
+        path = pull(name, force=force)
+    except KeyError as e:  # not an embedded model: nothing is downloaded
+        _fail(str(e.args[0]))
+    console.print(f"model ready at {path}")
 
 
 def _load_tasks(path: Path, split: Optional[str]):
@@ -203,6 +207,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
             results = compare(pool, pols, store, harness=harness)
         console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
         if json_out:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(results, indent=2))
             console.print(f"metrics written to {json_out}")
 

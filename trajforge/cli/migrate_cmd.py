@@ -53,7 +53,7 @@ def migrate(
         return
     if store is None or out is None:
         _fail("give the STORE to migrate and --out NEW_STORE (or --adapter DIR)")
-    refuse_target(out, "--out", source=store)
+    refuse_target(out, "--out", source=store, kind="folder")
     flags = any((rename_tool, rename_arg, drop_arg, default))
     if mapping and flags:
         _fail("give the change either as --mapping FILE or as flags, not both")

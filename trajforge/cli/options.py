@@ -13,8 +13,8 @@ default is the field's default and whose help is the first sentence of the field
         ...   # harness and scale are validated configs built from the flags
 
 ``Options`` narrows or renames what is generated: ``only=`` / ``exclude=`` (field names),
-``flags=`` ({field: "--flag"}), ``partial=True`` (the command gets a dict of the given values, for
-configs whose required fields it supplies itself), ``file_only=`` (fields with no flag that
+``flags=`` ({field: "--flag"}), ``partial=True`` (the command gets a dict of the given values, each
+checked as its field, for configs whose required fields it supplies itself), ``file_only=`` (fields with no flag that
 ``--config`` may still set: nested tables such as ``RewardConfig.per``). A value the config rejects exits with code 2
 and names the flag. ``with_configs(config_file=True, ...)`` adds ``--config FILE.toml``: a table
 per section (``[sft]``, ``[harness]``; top-level keys when there is one section) whose keys are
@@ -124,7 +124,7 @@ def with_configs(config_file: bool = False,
                         _fail(f"--config: {spec.config.__name__} has no option {name!r} here")
                     if values[name] == field_default(spec.config, name):  # a flag given wins
                         values[name] = value
-                kwargs[section] = values if spec.partial else _build(spec, values)
+                kwargs[section] = _checked(spec, values) if spec.partial else _build(spec, values)
             return fn(**kwargs)
 
         if config_file:
@@ -153,9 +153,25 @@ def _build(spec: Options, values: dict[str, Any]) -> BaseModel:
     try:
         return spec.config(**values)
     except ValidationError as e:
-        _fail("; ".join(f"{spec.flag(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
-                        for err in e.errors()))
+        _fail_with(spec, e)
         raise AssertionError("unreachable") from None
+
+
+def _checked(spec: Options, values: dict[str, Any]) -> dict[str, Any]:
+    """A partial section's values, each validated as its field would be (the command builds the
+    config later, often after long work: a bad value must stop it now)."""
+    blank = spec.config.model_construct()
+    for name, value in values.items():
+        try:
+            spec.config.__pydantic_validator__.validate_assignment(blank, name, value)
+        except ValidationError as e:
+            _fail_with(spec, e)
+    return values
+
+
+def _fail_with(spec: Options, e: ValidationError) -> None:
+    _fail("; ".join(f"{spec.flag(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
+                    for err in e.errors()))
 
 
 def _read_config(path: Path | None, specs: dict[str, Options]) -> dict[str, dict[str, Any]]:

@@ -90,15 +90,16 @@ def plan(cfg: SFTConfig = None,
                                    "name (qwen2.5-7b, llama-3.1-8b, dense-17b, ...)"),
          data: Optional[Path] = typer.Option(None, help="a store: plan for its sequence lengths"),
          device: Optional[str] = typer.Option(None, help="cpu or cuda (default: what train sft would use here)"),
-         gpus: int = typer.Option(1, help="GPUs (processes) training together"),
+         gpus: int = typer.Option(1, min=1, help="GPUs (processes) training together"),
          gpu_gb: Optional[float] = typer.Option(None, help=f"memory of one GPU in GB (default: this machine's, "
                                                 f"else {GPU_GB:.0f})"),
-         serve_max_len: Optional[int] = typer.Option(None, help="vLLM max model length (default: --max-len)"),
-         serve_concurrency: int = typer.Option(SERVE_CONCURRENCY, help="sequences served at once at that length"),
-         price_per_hour: Optional[float] = typer.Option(None, help="price of one GPU-hour, for the cost"),
+         serve_max_len: Optional[int] = typer.Option(None, min=1, help="vLLM max model length (default: --max-len)"),
+         serve_concurrency: int = typer.Option(SERVE_CONCURRENCY, min=1,
+                                               help="sequences served at once at that length"),
+         price_per_hour: Optional[float] = typer.Option(None, min=0, help="price of one GPU-hour, for the cost"),
          tokens_per_s: Optional[float] = typer.Option(None, help="training throughput, all GPUs together"),
          calibrate: bool = typer.Option(False, "--calibrate", help="measure tokens/s with a short real run here"),
-         samples: int = typer.Option(1000, help="dataset size in samples when there is no --data"),
+         samples: int = typer.Option(1000, min=1, help="dataset size in samples when there is no --data"),
          load_in_4bit: bool = FOUR_BIT, load_in_8bit: bool = EIGHT_BIT,
          json_out: bool = typer.Option(False, "--json", help="print only the plan as JSON")) -> None:
     """Memory per device (training and vLLM serving), time and cost of a LoRA SFT run."""
@@ -110,6 +111,9 @@ def plan(cfg: SFTConfig = None,
     device = (device or default_device()).lower()
     if device not in ("cpu", "cuda"):
         _fail(f"--device {device!r}: plan knows cpu and cuda")
+    for flag, value in (("--gpu-gb", gpu_gb), ("--tokens-per-s", tokens_per_s)):
+        if value is not None and value <= 0:
+            _fail(f"{flag} must be above 0, not {value:g}")
     try:
         shape = model_shape(model)
         # Derived here from the store's demonstrations, exactly as train sft derives them.

@@ -26,7 +26,7 @@ def _fail(msg: str) -> None:
 def serve(
     model: str = typer.Option(..., help="smollm2-135m (embedded), a local folder, or a hub id"),
     adapter: list[str] = typer.Option([], help="NAME=DIR of a LoRA adapter; repeat for several"),
-    port: int = typer.Option(8000, help="TCP port"),
+    port: int = typer.Option(8000, min=0, max=65535, help="TCP port"),
     host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it to the network)"),
     dialect: Optional[str] = typer.Option(None, help="tool-call dialect for the base model and for "
                                           "adapters without trajforge meta (default hermes)"),

@@ -42,7 +42,7 @@ from trajforge.tasks.slices import Slice
 
 console = Console()
 
-PROCESSES = typer.Option(1, help="worker processes, each on its own slice of the pool and its own "
+PROCESSES = typer.Option(1, min=1, help="worker processes, each on its own slice of the pool and its own "
                                  "device (cuda:RANK with GPUs, else the CPU); the parent loads no model")
 SHARD = typer.Option("0/1", help="run only slice I/N of the pool (tasks whose position is I mod N)")
 DEVICE = typer.Option(None, help="device for hf: policies (auto | cuda | cuda:N | mps | cpu; "

@@ -87,7 +87,7 @@ def synth(
     compare: str = typer.Option("multiset", help="how execution-accuracy tasks compare rows: "
                                 "multiset (Spider) or set (BIRD)"),
     tier_by: Optional[str] = typer.Option(None, help="policy SPEC whose solve rate sets tiers"),
-    tier_samples: int = typer.Option(4, help="episodes per task for --tier-by"),
+    tier_samples: int = typer.Option(4, min=1, help="episodes per task for --tier-by"),
     rejected: Optional[Path] = typer.Option(None, help="write every rejection here as JSONL"),
     llm_options: dict = None,
 ) -> None:

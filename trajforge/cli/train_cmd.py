@@ -80,7 +80,7 @@ def _hardware(cfg, load_in_4bit: bool, load_in_8bit: bool, max_minutes: float):
 
 def _launch(processes: int, cfg, out: Path, model: str) -> None:
     """With ``--processes N`` (N > 1) outside a launched run: run this very command in N processes."""
-    refuse_target(out, "--out")  # every recipe's first step: an adapter folder never goes into a store
+    refuse_target(out, "--out", kind="folder")  # every recipe's first step: an adapter folder never goes into a store
     from trajforge.policies.models import resolve
     from trajforge.train.distributed import launched, relaunch
 
@@ -104,9 +104,12 @@ def _guard(fn):
         return fn()
     except (ValueError, DeviceUnavailable, QuantizationUnavailable, RolloutServerError) as e:
         _fail(str(e))
+    except OSError as e:  # a --model that is no local folder, embedded name or reachable hub id (its
+        # message says so); a disk that filled up says that instead
+        _fail(str(e))
 
 
-PROCESSES = typer.Option(1, help="processes to train in (GPUs, or CPU processes over gloo); relaunches "
+PROCESSES = typer.Option(1, min=1, help="processes to train in (GPUs, or CPU processes over gloo); relaunches "
                                  "the command under accelerate / torch.distributed")
 FOUR_BIT = typer.Option(False, "--load-in-4bit", help="QLoRA: the frozen base in 4-bit NF4 (CUDA + bitsandbytes)")
 EIGHT_BIT = typer.Option(False, "--load-in-8bit", help="the frozen base in 8-bit (CUDA + bitsandbytes)")
@@ -185,7 +188,7 @@ def _dpo_online(cfg: OnlineDPOConfig, tasks: Path, split: str, data: Path, model
                 init_adapter: Optional[Path], processes: int) -> None:
     from trajforge.train.dpo_online import train_dpo_online
 
-    refuse_target(out, "--out")
+    refuse_target(out, "--out", kind="folder")
     if processes > 1:
         _fail("online DPO (--tasks) runs in one process: its rounds sample in the harness between trainings")
     pool = _split_pool(tasks, split)
@@ -231,7 +234,7 @@ def rft(cfg: RFTConfig = None, tasks: Path = typer.Option(..., help="task pool w
     """Rejection-sampling fine-tuning: sample attempts, keep the verified ones, retrain; in rounds."""
     from trajforge.train.rft import train_rft
 
-    refuse_target(out, "--out")
+    refuse_target(out, "--out", kind="folder")
     pool = _split_pool(tasks, split)
     cfg = _hardware(cfg, False, False, max_minutes)
     res = _guard(lambda: train_rft(pool, _trajectories(data), model, out, cfg,

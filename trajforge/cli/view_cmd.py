@@ -20,7 +20,7 @@ def _fail(msg: str) -> None:
 
 
 def view(store: Path = typer.Argument(..., help="store directory (or one .jsonl shard)"),
-         port: int = typer.Option(8765, help="port on 127.0.0.1 (0: any free port)"),
+         port: int = typer.Option(8765, min=0, max=65535, help="port on 127.0.0.1 (0: any free port)"),
          verbose: bool = typer.Option(False, help="log every request")) -> None:
     """Serve a filterable episode viewer for a store on 127.0.0.1."""
     from trajforge.eval.rundir import find_shards

@@ -44,7 +44,7 @@ class LLMConfig(BaseModel):
     """Per-request HTTP timeout."""
     examples: int = 3
     """Verified example tasks shown per request."""
-    similarity: float = DEFAULT_THRESHOLD
+    similarity: float = Field(DEFAULT_THRESHOLD, gt=0, le=1)
     """Token-set Jaccard at or above which a prompt is a near-duplicate (see ``tasks/dedup.py``)."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the API key, if the server wants one (never stored)."""

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
@@ -44,7 +44,7 @@ from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, tools
 class DPOConfig(LoraSettings):
     """DPO hyper-parameters (adapter, optimiser and checkpoint settings in ``LoraSettings``)."""
 
-    lr: float = 5e-5
+    lr: float = Field(5e-5, gt=0)
     """Peak learning rate (DPO wants less than SFT)."""
     batch_size: int = 2
     """Pairs per forward/backward pass on one device (each is two sequences)."""

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from trajforge.policies.loading import read_chat_template, settle_template
 from trajforge.policies.models import resolve
@@ -47,13 +47,13 @@ class SFTConfig(LoraSettings):
     """LoRA SFT hyper-parameters (adapter, optimiser, hardware and checkpoint settings in
     ``LoraSettings``)."""
 
-    lr: float | None = None
+    lr: float | None = Field(None, gt=0)
     """Peak learning rate (cosine decay, short warm-up); None: derived from the model's size,
     2e-4 at 7B, 1e-3 at 135M (train/defaults.py)."""
     grad_accum: int | None = None
     """Micro-batches whose gradients add up to one optimizer step; None: what reaches the effective
     batch derived from the data's size, 32 for a few thousand demonstrations (train/defaults.py)."""
-    epochs: float = 2.0
+    epochs: float = Field(2.0, gt=0)
     """Passes over the data."""
     tiers: list[str] = ["success"]
     """Outcome tiers used as demonstrations (``success,recovered``: recovered episodes too, their
@@ -252,6 +252,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     micro = epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
     batches = LoaderBatches(samples, micro, tok.pad_token_id, cfg.grad_accum)
     total = batches.steps(runtime.world)
+    if total == 0:  # before anything is written: an adapter of no step is not a result
+        raise ValueError(f"--epochs {cfg.epochs:g} of {len(samples)} samples makes no optimizer step")
     if cfg.max_steps > 0:
         total = min(total, cfg.max_steps)
     share = share_prefix(cfg, runtime)
