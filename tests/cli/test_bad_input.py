@@ -36,6 +36,8 @@ CASES = {  # name → (args, what the error must say); {tmp} and {pool} are fill
     "collect --samples 0": (collect("--out", "{tmp}/s", "--samples", "0"), "'--samples'"),
     "collect --temperature -1": (collect("--out", "{tmp}/s", "--temperature", "-1"), "'--temperature'"),
     "collect --processes 0": (collect("--out", "{tmp}/s", "--processes", "0"), "'--processes'"),
+    "collect --max-turns 0": (collect("--out", "{tmp}/s", "--max-turns", "0"), "--max-turns"),
+    "collect --max-repeats 0": (collect("--out", "{tmp}/s", "--max-repeats", "0"), "--max-repeats"),
     "eval --processes -1": (["eval", "--tasks", "{pool}", "--policy", "expert", "--processes", "-1"], "'--processes'"),
     "eval --json a folder": (["eval", "--tasks", "{pool}", "--policy", "expert", "--split", "", "--json", "{tmp}/adir"],
                              "--json {tmp}/adir is a folder"),

@@ -73,3 +73,16 @@ def test_collect_on_a_hostile_pool_fails_with_a_clear_message(pool_file, tmp_pat
     assert res.exit_code == 2, res.output + repr(res.exception)
     assert f"{path}:2:" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "store").exists()
+
+
+def test_a_task_id_on_two_lines_is_named(tmp_path):
+    """Pools joined with ``cat`` could hold one task in train and in test; every store keys its
+    episodes by task id, so the second line is refused by name, the first kept."""
+    a, b = synthesize("sql", 2, seed=0).tasks[:2]
+    moved = a.model_copy(update={"split": "test" if a.split != "test" else "train"})
+    path = tmp_path / "joined.jsonl"
+    path.write_text("".join(t.model_dump_json() + "\n" for t in (a, b, moved)))
+    with pytest.raises(TaskPoolError) as caught:
+        read_tasks(path)
+    assert caught.value.problems == [f"{path}:3: task id {a.id!r} is already on line 1"]
+    assert [t.id for t in caught.value.tasks] == [a.id, b.id]

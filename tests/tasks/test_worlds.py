@@ -90,7 +90,7 @@ def test_world_zero_records_are_written_as_before_and_world_reads_back(tmp_path)
 
     task = synthesize("sql", 8, 0).tasks[0]
     assert "world" not in json.loads(task.model_dump_json())  # a world-0 pool is byte-identical
-    moved = task.model_copy(update={"world": 2})
+    moved = task.model_copy(update={"world": 2, "id": task.id + "-w2"})  # a pool holds an id once
     assert json.loads(moved.model_dump_json())["world"] == 2
     write_tasks(tmp_path / "p.jsonl", [task, moved])
     assert [t.world for t in read_tasks(tmp_path / "p.jsonl")] == [0, 2]

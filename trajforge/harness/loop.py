@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Iterable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from trajforge.envs import Environment, env_class, make_env
 from trajforge.envs.toolsets import KNOWN, class_toolset
@@ -37,12 +37,12 @@ from trajforge.schema import (Fault, Message, Step, Task, ToolCall, ToolResult, 
 class HarnessConfig(BaseModel):
     """How episodes are run."""
 
-    max_turns: int | None = None
+    max_turns: int | None = Field(None, ge=1)
     """Assistant turns per episode before it ends with ``max_turns``; None: each task's own budget
     (twice its reference plus slack, else its environment's default; ``harness.budget``)."""
-    max_consecutive_errors: int = 3
+    max_consecutive_errors: int = Field(3, ge=1)
     """Turns in a row without any valid call before the episode ends."""
-    max_repeats: int = 2
+    max_repeats: int = Field(2, ge=1)
     """Turns in a row that repeat the turn before them (the same calls with the same arguments,
     the same results) before the episode ends with ``repeated``. Nothing changed between them, so
     the next prompt differs only by one more copy; a greedy model then loops to ``max_turns``."""

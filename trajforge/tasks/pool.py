@@ -91,15 +91,23 @@ class TaskPoolError(ValueError):
 
 def read_tasks(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> list[Task]:
     """Read a JSONL task pool (and its toolsets). Bad lines (invalid JSON or UTF-8, a wrong field,
-    too long) raise one ``TaskPoolError`` naming each as ``file:line: what``, after the whole file
+    too long, an id a line above already has) raise one ``TaskPoolError`` naming each as ``file:line: what``, after the whole file
     was read; a record of a newer format raises ``NewerFormatError``."""
     pool_toolsets(path).load()
     tasks, problems = [], []
+    first_line: dict[str, int] = {}
     for lineno, line in jsonl_lines(path, max_line_bytes):
         try:
             if isinstance(line, LineTooLong):
                 raise line
-            tasks.append(Task.model_validate_json(line, context=STORED))
+            task = Task.model_validate_json(line, context=STORED)
+            # One id, one task: pools joined with ``cat`` could hold a task in train and in test,
+            # and every store keys episodes by task id.
+            if task.id in first_line:
+                problems.append(f"{path}:{lineno}: task id {task.id!r} is already on line {first_line[task.id]}")
+                continue
+            first_line[task.id] = lineno
+            tasks.append(task)
         except ValidationError as e:
             first = e.errors(include_url=False)[0]
             field = ".".join(map(str, first["loc"]))
