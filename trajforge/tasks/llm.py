@@ -249,7 +249,9 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
                    split: Split = "train", seed: int = 0, db: str | None = None) -> SynthReport:
     """Up to ``n`` verified tasks proposed by the LLM for ``env``; rejections counted by reason.
 
-    ``examples`` are shown to the LLM; ``pool`` and ``examples`` are what new tasks must not repeat.
+    ``examples`` of ``split`` are shown to the LLM (one of another split would be copied across
+    it: a held-out task reworded into train); ``pool`` and all ``examples`` are what new tasks must
+    not repeat.
     Target tiers rotate over ``tiers``, and a plan whose structural tier is not among them is
     rejected (``off_tier``). ``seed``/``db`` choose the environment instance (the database).
     """
@@ -264,6 +266,7 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
         dedup.add(task, final if task.env == env else None)
     description = describe(Proposal(env=env, tier=tiers[0], split=split, seed=seed, db=db))
     scale = tier_scale(env, examples)
+    showable = [t for t in examples if t.split == split]
     report = SynthReport()
     dropped: Counter[str] = Counter()
     client = ChatClient(cfg)
@@ -279,11 +282,13 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
                 asks = []
                 for k in wave:
                     tier = tiers[k % len(tiers)]
-                    shown = pick_examples(examples, env, tier, cfg.examples, rng)
+                    shown = pick_examples(showable, env, tier, cfg.examples, rng)
                     avoid = [t.prompt for t in report.tasks[-15:]]
                     messages = synthesis_messages(env, description, shown, tier, avoid)
                     asks.append((k, tier, threads.submit(_ask, client, messages, cfg.seed + k)))
                 for k, tier, future in asks:
+                    if len(report.tasks) >= n:
+                        break  # the wave's extra replies are not needed (nor their failures)
                     reply = future.result()
                     source = f"request {k + 1}"
                     if isinstance(reply, ChatFailure):
@@ -295,8 +300,6 @@ def synthesize_llm(env: str, n: int, cfg: LLMConfig, examples: Sequence[Task] = 
                                                  f"{reply.detail}", report)
                         continue
                     failures_in_row = 0
-                    if len(report.tasks) >= n:
-                        break  # the wave's extra replies are not needed
                     where = Proposal(env=env, tier=tier, split=split, seed=seed, db=db)
                     try:
                         task = build_candidate(reply, where, dedup, tiers, scale)

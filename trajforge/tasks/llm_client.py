@@ -3,7 +3,8 @@
 The policies' OpenAI client lives above ``tasks`` (in ``policies/``), so synthesis keeps its own:
 one ``/chat/completions`` request per proposal, transient failures (connection errors, 429, 5xx)
 retried with exponential backoff (a numeric ``Retry-After`` wins, up to 30 s), a refusal (4xx)
-fatal at once.
+fatal at once, an unreachable server fatal after its retries (a reply past ``timeout_s`` is not:
+the server is there, that generation was slow).
 """
 
 from __future__ import annotations
@@ -86,7 +87,11 @@ class ChatClient:
             try:
                 resp = self.http.post(self.endpoint, json=body)
             except httpx.TransportError as e:
-                problem = f"cannot reach {self.endpoint}: {type(e).__name__}: {e}"
+                # A read timeout is a slow reply (a long generation), not an absent server: it is
+                # not fatal, so one slow proposal doesn't end the run.
+                slow = isinstance(e, httpx.TimeoutException) and not isinstance(e, httpx.ConnectTimeout)
+                problem = (f"no reply from {self.endpoint} within {self.cfg.timeout_s} s" if slow
+                           else f"cannot reach {self.endpoint}: {type(e).__name__}: {e}")
                 self._retry_after = None
                 continue
             if resp.status_code == 429 or resp.status_code >= 500:
