@@ -105,6 +105,45 @@ def test_rewrite_refuses_while_a_collection_writes(tmp_path):
     assert [t.task_id for t in st.read()] == ["t9"]
 
 
+def test_rewrite_keeps_what_a_collection_wrote_after_the_read_or_meanwhile(tmp_path):
+    st = TrajectoryStore(tmp_path)
+    with st.writer() as w:
+        w.append(traj(0))
+    trajs = st.read()
+    with st.writer() as w:
+        w.append(traj(1))  # a collection appended and finished between grade's read and its rewrite
+    with pytest.raises(ShardBusy, match="changed since they were read"):
+        st.rewrite(trajs)
+    assert sorted(t.task_id for t in st.read()) == ["t0", "t1"]
+
+    class Racing(list):  # a collection claims a new shard while the rewrite writes
+        def __iter__(self):
+            with TrajectoryStore(tmp_path).writer() as w:
+                assert w.name == "shard-1"  # shard-0 is locked by the rewrite
+                w.append(traj(7))
+            return super().__iter__()
+    st.rewrite(Racing(st.read()))
+    assert sorted(t.task_id for t in st.read()) == ["t0", "t1", "t7"]
+
+
+def test_a_rewrite_killed_midway_loses_no_record(tmp_path, monkeypatch):
+    import trajforge.store.jsonl as jsonl
+
+    st = TrajectoryStore(tmp_path)
+    with st.writer() as w:
+        w.append(traj(0))
+    st.append(traj(1))
+    trajs = st.read()
+
+    def killed(*args):
+        raise OSError("killed")
+    monkeypatch.setattr(jsonl.os, "replace", killed)
+    with pytest.raises(OSError):
+        st.rewrite(trajs)
+    monkeypatch.undo()
+    assert sorted(t.task_id for t in st.read()) == ["t0", "t1"]
+
+
 def test_background_writer_group_commits_and_close_writes_everything(tmp_path):
     st = TrajectoryStore(tmp_path)
     w = st.writer(background=True)
@@ -161,3 +200,13 @@ def test_records_from_before_the_format_field_are_read(tmp_path):
         '"verdict": {"submitted": true, "correct": true}, "outcome": {"tier": "success", "correct": true}}\n')
     [t] = TrajectoryStore(tmp_path).read()
     assert t.verdict.correct and t.outcome.correct and t.trajforge_version == ""
+
+
+def test_a_store_that_read_then_appended_itself_may_still_rewrite(tmp_path):
+    """Its own append is no collection's: the rewrite that follows it goes ahead."""
+    st = TrajectoryStore(tmp_path)
+    st.append(traj(1))
+    before = st.read()
+    st.append(traj(2))
+    st.rewrite(before + [traj(2), traj(3)])
+    assert sorted(t.task_id for t in TrajectoryStore(tmp_path).read()) == ["t1", "t2", "t3"]

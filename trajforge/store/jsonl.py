@@ -162,6 +162,8 @@ class TrajectoryStore:
         met by the last read."""
         self.duplicates = 0
         """Records the last read collapsed because their key was already seen."""
+        self._seen: dict[Path, int] | None = None
+        """Each shard's size when the last read opened it (``rewrite`` refuses a store that grew since)."""
 
     @property
     def path(self) -> Path:
@@ -182,6 +184,8 @@ class TrajectoryStore:
             f.write(line.encode())
             f.flush()
             os.fsync(f.fileno())
+            if self._seen is not None and self.path in self._seen:  # this store's own append is known
+                self._seen[self.path] = f.tell()
 
     def writer(self, background: bool = False, first: int = 0) -> ShardWriter:
         """Claim the lowest-numbered ``shard-<n>.jsonl``, from ``first`` on, that no live writer
@@ -217,9 +221,11 @@ class TrajectoryStore:
         A line that cannot be read is skipped and listed in ``torn``; a record in a newer format
         raises ``NewerFormatError`` (naming the shard and line)."""
         self.torn = []
+        self._seen = {}
         self.toolsets.load()
         for shard in self.shards():
             with open(shard, encoding="utf-8", errors="replace") as f:
+                self._seen[shard] = os.fstat(f.fileno()).st_size  # before reading: a later append shows
                 for lineno, line in enumerate(f, 1):
                     if not line.strip():
                         continue
@@ -271,11 +277,13 @@ class TrajectoryStore:
     def rewrite(self, trajs: list[Trajectory]) -> None:
         """Replace the store's content atomically (used by ``grade`` to add outcomes).
 
-        Refuses while a collection is writing to any shard: its later lines would be lost."""
+        Refuses while a collection is writing to any shard, or when a shard changed since this
+        store last read it (a collection appended and finished in between): those lines would be
+        lost. Only the shards it locked are replaced; one a writer claims meanwhile is kept."""
         self.root.mkdir(parents=True, exist_ok=True)
-        held = []
+        held, locked = [], self.shards()
         try:
-            for shard in self.shards():
+            for shard in locked:
                 f = open(shard, "ab")
                 held.append(f)
                 try:
@@ -283,6 +291,9 @@ class TrajectoryStore:
                 except BlockingIOError:
                     raise ShardBusy(f"cannot rewrite {self.root}: shard {shard.name} is being "
                                     "written by a running collection") from None
+            if self._seen is not None and {s: s.stat().st_size for s in locked} != self._seen:
+                raise ShardBusy(f"cannot rewrite {self.root}: its shards changed since they were read "
+                                "(a collection wrote to it); read it again")
             tmp = self.path.with_suffix(".jsonl.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 for t in trajs:
@@ -290,10 +301,11 @@ class TrajectoryStore:
                     f.write(write_line(t))
                 f.flush()
                 os.fsync(f.fileno())
-            for shard in self.shards():
+            os.replace(tmp, self.path)  # first: killed before the unlinks, the old copies only duplicate
+            for shard in locked:
                 if shard != self.path:
                     shard.unlink()
-            os.replace(tmp, self.path)
+            self._seen = {self.path: self.path.stat().st_size}
         finally:
             for f in held:
                 f.close()
