@@ -164,3 +164,15 @@ def test_adapters_from_before_toolsets_get_the_new_fingerprint(tmp_path, renamed
     renamed(SqlWithSqlArg)  # tools changed since: no relabelling makes the adapter fit
     with pytest.raises(ValueError, match="retrain"):
         migrate_adapter(tmp_path)
+
+
+def test_an_adapter_trained_with_the_current_toolset_among_others_is_left_as_it_is(tmp_path):
+    from trajforge.envs.toolsets import KNOWN
+
+    current = env_toolset("sql")
+    other = KNOWN.canonical(current.with_instructions("You are a careful analyst."))  # same tools
+    fps = [other.fingerprint, current.fingerprint]  # the first is not the current one
+    meta = {"recipe": "sft", "env": "sql", "toolset_fingerprint": fps[0], "toolset_fingerprints": fps}
+    (tmp_path / "trajforge_adapter.json").write_text(json.dumps(meta))
+    assert migrate_adapter(tmp_path) == {"old": fps[0], "new": fps[0], "env": "sql"}
+    assert json.loads((tmp_path / "trajforge_adapter.json").read_text()) == meta  # both toolsets still accepted

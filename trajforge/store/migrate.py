@@ -351,8 +351,8 @@ def migrate_adapter(adapter_dir: str | Path, env: str | None = None) -> dict[str
     if not env:
         raise ValueError(f"{adapter_dir}: its meta names no environment; pass env=")
     old, current = meta.get("toolset_fingerprint"), env_toolset(env)
-    if old == current.fingerprint:
-        return {"old": old, "new": old, "env": env}
+    if old == current.fingerprint or current.fingerprint in (meta.get("toolset_fingerprints") or ()):
+        return {"old": old, "new": old, "env": env}  # trained with the current toolset (among others)
     if not _same_tools(str(old), current):
         raise ValueError(f"{adapter_dir} was trained for toolset {old}, whose tools are not the current {env} "
                          f"tools ({current.tools_fingerprint}); migrate its training data and retrain")
