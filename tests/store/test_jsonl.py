@@ -171,6 +171,21 @@ def test_grade_cli_names_a_running_collection_and_changes_nothing(tmp_path):
         assert (tmp_path / "shard-0.jsonl").read_bytes() == before
 
 
+def test_grade_cli_says_which_unreadable_lines_its_rewrite_left_out(tmp_path):
+    from typer.testing import CliRunner
+
+    from trajforge.cli.main import app
+
+    st = TrajectoryStore(tmp_path)
+    st.append(traj(0))
+    with open(st.path, "a") as f:
+        f.write('{"task_id": "torn", "sam')
+    res = CliRunner().invoke(app, ["grade", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "left out 1 unreadable lines (trajectories.jsonl:2)" in " ".join(res.output.split())
+    assert [t.task_id for t in TrajectoryStore(tmp_path).read()] == ["t0"]
+
+
 # ---- record formats: newer refused with a message, older read --------------------------------
 
 

@@ -159,6 +159,9 @@ def grade(store: Path = typer.Argument(...), reward_weights: list[str] = REWARD_
         st.rewrite(trajs)
     except ShardBusy as e:  # a running collection still appends: grade when it has finished
         _fail(f"{e}; grade it after the collection finishes (nothing was changed)")
+    if st.torn:  # the rewrite holds what could be read: a line that held no record is gone, said so
+        shown = ", ".join(st.torn[:5]) + (f" and {len(st.torn) - 5} more" if len(st.torn) > 5 else "")
+        console.print(f"note: left out {len(st.torn)} unreadable lines ({shown})", markup=False, highlight=False)
     counts: dict[str, int] = {}
     for t in trajs:
         key = t.outcome.tier + (f"({t.outcome.fail_reason})" if t.outcome.fail_reason else "")
