@@ -131,3 +131,17 @@ def test_the_command_says_vllm_does_not_show_an_adapters_demonstrations(tmp_path
     notes = vllm_command("org/model", {"a": a, "b": b}).notes
     shown = [n for n in notes if "demonstrations" in n]
     assert len(shown) == 1 and f"--demos 3 --demo-pool {a}" in shown[0] and shown[0].startswith("adapter a ")
+
+
+@pytest.mark.parametrize("config", ['{"r": 8', '[8]', '{"r": "sixteen"}', '{"r": 8, "rank_pattern": {"q_proj": -1}}'])
+def test_print_vllm_names_a_damaged_adapter_config(tmp_path, config):
+    """--max-lora-rank is read from the adapter's config: a torn or wrong-typed one is exit 2 naming
+    the file, not a traceback."""
+    from typer.testing import CliRunner
+
+    from trajforge.cli.main import app
+
+    a = fake_adapter(tmp_path / "a", dialect="hermes")
+    (tmp_path / "a" / "adapter_config.json").write_text(config)
+    res = CliRunner().invoke(app, ["serve", "--model", "qwen2.5-7b", "--adapter", f"sql={a}", "--print-vllm"])
+    assert res.exit_code == 2 and "adapter_config.json" in res.output and "Traceback" not in res.output, res.output

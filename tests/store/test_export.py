@@ -185,7 +185,7 @@ def test_cli_export_reports_unreadable_store_lines_and_exports_the_rest(tmp_path
 def test_sharegpt_refuses_a_dataset_info_that_is_not_an_object(tmp_path, trajs):
     lf = tmp_path / "lf"
     lf.mkdir()
-    for text, message in [("[1]", "holds a JSON list"), ("{bad", "is not JSON")]:
+    for text, message in [("[1]", "holds a JSON list"), ("{bad", "is not valid JSON")]:
         (lf / "dataset_info.json").write_text(text)
         with pytest.raises(ValueError, match=f"dataset_info.json {message}"):
             ex.write_sharegpt(trajs, lf)

@@ -18,13 +18,13 @@ the default); it is refused for an adapter trained with another.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from trajforge.parse import RENDER_MODES, Dialect, get_dialect
 from trajforge.policies.base import ContextExceeded, Generation, TurnRequest
 from trajforge.policies.loading import load_model, read_chat_template
 from trajforge.policies.models import EMBEDDED
+from trajforge._jsonl import read_json_object
 from trajforge.policies.turn_cache import TurnCache, common_prefix
 
 ADAPTER_META = "trajforge_adapter.json"
@@ -49,13 +49,7 @@ def read_adapter_meta(adapter_dir: str | Path) -> dict:
     path = Path(adapter_dir) / ADAPTER_META
     if not path.exists():
         raise FileNotFoundError(f"{adapter_dir} is not a trajforge adapter (no {ADAPTER_META})")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as e:  # torn by a killed save, hand-edited, not UTF-8
-        raise ValueError(f"{path} is not valid JSON ({e}); retrain or restore the adapter's meta") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"{path} holds a JSON {type(meta).__name__}, not an object")
-    return meta
+    return read_json_object(path, "retrain or restore the adapter's meta")
 
 
 def check_adapter(adapter_dir: str | Path, fingerprint: str) -> dict:
@@ -90,7 +84,7 @@ def adapter_lineage(adapter: str | Path) -> list[str]:
             raise ValueError(f"adapter lineage loops at {current}")
         chain.append(current)
         meta_path = Path(current) / ADAPTER_META
-        current = json.loads(meta_path.read_text()).get("init_adapter") if meta_path.exists() else None
+        current = read_adapter_meta(current).get("init_adapter") if meta_path.exists() else None
     return chain[::-1]
 
 

@@ -19,6 +19,7 @@ from trajforge.parse import RENDER_MODES, get_dialect
 from trajforge.policies.hf import ADAPTER_META, read_adapter_meta, trained_demos
 from trajforge.policies.models import EMBEDDED
 from trajforge.serve.service import ServedModel
+from trajforge._jsonl import read_json_object
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
 
@@ -67,9 +68,18 @@ def _meta(path: str | Path) -> dict:
 
 
 def adapter_rank(path: str | Path) -> int:
-    """Largest LoRA rank in an adapter's ``adapter_config.json`` (``r`` and any ``rank_pattern``)."""
-    cfg = json.loads((Path(path) / "adapter_config.json").read_text())
-    return max([int(cfg.get("r", 8)), *(int(v) for v in (cfg.get("rank_pattern") or {}).values())])
+    """Largest LoRA rank in an adapter's ``adapter_config.json`` (``r`` and any ``rank_pattern``);
+    a damaged file is a config error naming it (vLLM's ``--max-lora-rank`` is sized from it)."""
+    file = Path(path) / "adapter_config.json"
+    try:
+        cfg = read_json_object(file, "re-save the adapter")
+        pattern = cfg.get("rank_pattern") or {}
+        ranks = [cfg.get("r", 8), *(pattern.values() if isinstance(pattern, dict) else [pattern])]
+        if not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in ranks):
+            raise ValueError(f"{file}: LoRA ranks (r, rank_pattern) must be positive integers, not {ranks}")
+    except ValueError as e:
+        raise ServeConfigError(str(e)) from None
+    return max(ranks)
 
 
 def served_models(model: str, adapters: dict[str, str], dialect: str | None = None) -> dict[str, ServedModel]:

@@ -51,7 +51,7 @@ from trajforge.parse import get_dialect
 from trajforge.parse.openai import parse_tool_calls
 from trajforge.schema import Message, Step, ToolCall, Toolset, Trajectory
 from trajforge.store.targets import refuse_store_target
-from trajforge._jsonl import MAX_LINE_BYTES, LineTooLong, jsonl_lines
+from trajforge._jsonl import MAX_LINE_BYTES, LineTooLong, jsonl_lines, read_json_object
 
 FEEDBACK_NAME = "error"
 """``name`` of imported feedback whose tool is unknown (the harness's own default)."""
@@ -410,13 +410,7 @@ def _dataset_info(path: Path) -> dict[str, Any]:
     the file when it is not a JSON object, as LLaMA-Factory's is."""
     if not path.exists():
         return {}
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deeply
-        raise ValueError(f"{path} is not JSON ({_short(e)}); fix or remove it") from None
-    if not isinstance(info, dict):
-        raise ValueError(f"{path} holds a JSON {type(info).__name__}, not an object of datasets; fix or remove it")
-    return info
+    return read_json_object(path, "it must be an object of datasets; fix or remove it")
 
 
 def import_sharegpt(path: str | Path, env: str, policy: str = "imported",

@@ -54,6 +54,7 @@ from trajforge.parse import get_dialect
 from trajforge.parse.validate import validate_call
 from trajforge.schema import Step, Task, ToolCall, Toolset, Trajectory
 from trajforge.store.jsonl import TrajectoryStore
+from trajforge._jsonl import read_json_object
 
 REPORT = "migration.json"
 ADAPTER_META = "trajforge_adapter.json"
@@ -343,10 +344,9 @@ def migrate_adapter(adapter_dir: str | Path, env: str | None = None) -> dict[str
     ValueError when the tools differ: such an adapter was trained on another schema, and no
     relabelling makes it act in this one (migrate its data and retrain)."""
     path = Path(adapter_dir) / ADAPTER_META
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{adapter_dir} is not a trajforge adapter ({e})") from None
+    if not path.is_file():
+        raise ValueError(f"{adapter_dir} is not a trajforge adapter (no {ADAPTER_META})")
+    meta = read_json_object(path, "retrain or restore the adapter's meta")
     env = env or meta.get("env")
     if not env:
         raise ValueError(f"{adapter_dir}: its meta names no environment; pass env=")
