@@ -40,7 +40,7 @@ from trajforge._compat import moved_names
 from trajforge.envs import env_class
 from trajforge.harness.demos import episode_demos
 from trajforge.harness.events import EventLog
-from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, _call, _Threads,
+from trajforge.harness.executor import (EnvFault, EnvHandle, Executed, Executor, WorkerThreads, call_on,
                                         default_env_factory, make_executor)
 from trajforge.harness.faults import CONTEXT_EXCEEDED, HARNESS_ERROR, checked, fault
 from trajforge.harness.loop import Episode, HarnessConfig, unstarted
@@ -102,7 +102,7 @@ class _Run:
         self.policy, self.harness, self.cfg, self.executor, self.log = policy, harness, cfg, executor, log
         self.sampling = sampling_of(policy)
         self.act_one = getattr(policy, "act_one", None)
-        self.threads = _Threads()
+        self.threads = WorkerThreads()
         """Daemon threads for a sync policy's calls. Not ``asyncio.to_thread``: its pool's threads
         are joined when ``asyncio.run`` ends (and at exit), so one call stuck past its episode's
         deadline held the whole run until it returned."""
@@ -112,7 +112,7 @@ class _Run:
             return await self.act_one(req, timeout_s=self.cfg.request_timeout_s)
         worker = self.threads.checkout()  # sync policies: off the loop
         try:
-            gens = await _call(worker, lambda: list(self.policy.act([req])), None)
+            gens = await call_on(worker, lambda: list(self.policy.act([req])), None)
         except asyncio.CancelledError:  # the episode's deadline: the call still runs in that thread
             self.threads.abandon(worker)
             raise

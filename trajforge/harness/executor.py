@@ -97,10 +97,10 @@ class Executor(Protocol):
 # ---- in-process executor ---------------------------------------------------------------------
 
 
-class _Worker(threading.Thread):
+class Worker(threading.Thread):
     """A daemon thread that runs one episode's environment calls, in order."""
 
-    def __init__(self, pool: "_Threads"):
+    def __init__(self, pool: "WorkerThreads"):
         super().__init__(daemon=True, name="trajforge-env")
         self.pool = pool
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -119,24 +119,25 @@ class _Worker(threading.Thread):
             done(out, err)
 
 
-class _Threads:
-    """Worker threads, reused across episodes; an abandoned (stuck) one is simply not reused."""
+class WorkerThreads:
+    """Worker threads, reused across episodes (this executor's and the concurrent sampler's); an
+    abandoned (stuck) one is simply not reused."""
 
     def __init__(self, max_idle: int = 256):
-        self._idle: list[_Worker] = []
+        self._idle: list[Worker] = []
         self._lock = threading.Lock()
         self.max_idle = max_idle
         self.abandoned = 0
         """Threads given up on because a call in them passed its deadline."""
         self._closed = False
 
-    def checkout(self) -> _Worker:
+    def checkout(self) -> Worker:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return _Worker(self)
+        return Worker(self)
 
-    def checkin(self, worker: _Worker) -> None:
+    def checkin(self, worker: Worker) -> None:
         with self._lock:
             if not self._closed and len(self._idle) < self.max_idle:
                 self._idle.append(worker)
@@ -152,12 +153,12 @@ class _Threads:
         for worker in idle:
             worker.jobs.put(None)
 
-    def abandon(self, worker: _Worker) -> None:
+    def abandon(self, worker: Worker) -> None:
         self.abandoned += 1
         worker.jobs.put(None)  # if the stuck call ever returns, the thread exits
 
 
-async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float | None) -> Any:
+async def call_on(worker: Worker, fn: Callable[[], Any], timeout_s: float | None) -> Any:
     """Run ``fn`` on ``worker`` and await it; TimeoutError after ``timeout_s`` (None: no limit)."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
@@ -183,7 +184,7 @@ async def _call(worker: _Worker, fn: Callable[[], Any], timeout_s: float | None)
 class LocalHandle:
     """An environment in this process, driven through its episode's own worker thread."""
 
-    def __init__(self, env: Environment, worker: _Worker, threads: _Threads, toolset: Toolset,
+    def __init__(self, env: Environment, worker: Worker, threads: WorkerThreads, toolset: Toolset,
                  observation: str = ""):
         self.env, self.worker, self.threads = env, worker, threads
         self.observation = observation
@@ -198,7 +199,7 @@ class LocalHandle:
         one that raised is ``EnvFault(crash)`` (not stuck)."""
         t0 = time.perf_counter()
         try:
-            return await _call(self.worker, fn, timeout_s)
+            return await call_on(self.worker, fn, timeout_s)
         except TimeoutError:
             self.abandon()
             raise EnvFault(kind, f"{what} still running after {timeout_s:g}s", retryable=False,
@@ -240,7 +241,7 @@ class AsyncioExecutor:
 
     def __init__(self, env_factory: EnvFactory = default_env_factory):
         self.env_factory = env_factory
-        self.threads = _Threads()
+        self.threads = WorkerThreads()
 
     async def open(self, task: Task, timeout_s: float) -> LocalHandle:
         worker = self.threads.checkout()
@@ -250,7 +251,7 @@ class AsyncioExecutor:
             return env, env.reset(task)
 
         try:
-            env, observation = await _call(worker, start, timeout_s)
+            env, observation = await call_on(worker, start, timeout_s)
         except TimeoutError:
             self.threads.abandon(worker)
             raise EnvFault("env_timeout", f"starting env {task.env!r} took over {timeout_s:g}s",
