@@ -201,6 +201,10 @@ CODE_TASK = Task(id="c", env="code", prompt="Write double(x)", tier="easy", spli
     ("def double(x):\n    while True:\n        pass\n", "tests_failed"),  # per-case timeouts: a failed case
     ("import os\nos._exit(0)\n", "crashed_run"),
     ("print('SyntaxError in my output')\ndef double(x):\n    return 3 * x\n", "tests_failed"),
+    # What a failing call raised is quoted in the report: it must not pick the reason.
+    ("def double(x):\n    raise ValueError('did not finish within')\n", "tests_failed"),
+    ("def double(x):\n    raise ValueError('\\nImporting m.py failed: SyntaxError')\n", "tests_failed"),
+    ("def double(x):\n    raise ValueError('\\nImporting m.py failed')\n", "tests_failed"),
 ])
 def test_code_failures_get_their_own_reason(source, reason):
     require_system("bwrap", "bubblewrap")

@@ -87,6 +87,7 @@ FAIL_REASONS: dict[str, str] = {
     "bad_arguments": "run_python without exactly one of code and path",
     "too_large": "a file or code over the 100 KB limit",
     "not_found": "a file that is not in the work directory",
+    "run_budget": "run_python or run_tests after the episode's code used its total run time",
     # -- a submitted answer was wrong: any environment --------------------------------------------
     "wrong_answer": "the submitted answer was wrong (no finer kind known)",
     "retrieval_miss": "the expected answer never appeared in any tool result",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.conftest import require_system
 from trajforge.envs import make_env
+from trajforge.envs.code import env as code_env
 from trajforge.envs.code.env import MAX_WORKDIR_BYTES, CodeEnv
 from trajforge.envs.code.hidden import HiddenTests, TestReport, judge, same_value
 from trajforge.envs.sandbox import RunResult, SandboxLimits
@@ -257,6 +259,85 @@ def test_judge_reads_only_the_runner_report():
     (1, 1, True), (1.0000001, 1, True), (True, 1, False), (1, True, False), (0.1 + 0.2, 0.3, True),
     ([1, [2]], [1, [2]], True), ([1], [1, 2], False), ({"a": 1}, {"a": 1.0}, True),
     ("1", 1, False), (None, None, True), ({"a": 1}, {"b": 1}, False),
+    (10 ** 400, 1.5, False), (1.5, 10 ** 400, False), ([10 ** 400], [2.0], False),
 ])
 def test_same_value(got, expected, same):
     assert same_value(got, expected) is same
+
+
+def test_a_returned_int_past_float_range_fails_its_case_instead_of_crashing_the_judge():
+    """``math.isclose(10**400, 1.5)`` raises OverflowError: the judge (and with it ``submit``)
+    crashed, so the wrong solution was never graded as submitted."""
+    tests = HiddenTests(function="f", cases=[{"args": [1], "expected": 1.5},
+                                             {"args": [2], "expected": 2.5}])
+    line = "@@trajforge-results@@ " + json.dumps({"cases": [{"value": 10 ** 400}, {"value": 2.5}]})
+    report = judge(tests, RunResult(returncode=0, stdout=line + "\n", stderr=""), SandboxLimits())
+    assert (report.passed, report.total) == (1, 2) and not report.all_passed
+    assert report.failures[0].startswith("f(1) returned 1000")
+
+
+def test_submitting_a_huge_int_is_a_graded_failure(env):
+    task = _task().model_copy(update={"expected": {"function": "scale", "cases": [
+        {"args": [[1]], "expected": 1.5}, {"args": [[2]], "expected": 2.5}]}})
+    env.reset(task)
+    call(env, "write_file", path="solution.py", content="def scale(nums):\n    return 10 ** 4000\n")
+    result = call(env, "submit")
+    assert result.ok and env.done and result.content.endswith("0/2 tests passed.")
+    assert env.verify().submitted and not env.verify().correct
+
+
+TWO_CASES = [{"args": [1], "expected": 2}, {"args": [2], "expected": 4}]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"module": "solution.py"}, "plain module name"),
+    ({"module": "pkg/solution"}, "plain module name"),
+    ({"module": ""}, "plain module name"),
+    ({"module": "os"}, "standard-library module"),
+    ({"module": "json"}, "standard-library module"),
+    ({"function": "double(x)"}, "identifier"),
+    ({"case_timeout_s": 0}, "greater than 0"),
+    ({"case_timeout_s": -1}, "greater than 0"),
+    ({"case_timeout_s": 1e300}, "less than or equal"),
+])
+def test_hidden_tests_the_runner_cannot_run_as_meant_are_refused(change, message):
+    """A stdlib module name made the runner test the stdlib (``os.getcwd`` passed whatever the
+    model wrote in os.py); ``solution.py`` or a timeout of 0 or less made every case fail."""
+    tests = {"function": "double", "cases": TWO_CASES, **change}
+    with pytest.raises(ValueError, match=message):
+        CodeEnv.check_expected(tests)
+    bad = _task().model_copy(update={"expected": tests})
+    with pytest.raises(ValueError, match="expected must describe hidden tests"):
+        CodeEnv().reset(bad)
+
+
+@pytest.mark.parametrize("values", [[1, 1.0, 1], [0.3, 0.1 + 0.2], [{"a": [1]}, {"a": [1.0]}]])
+def test_tests_a_constant_function_passes_are_weak(values):
+    cases = [{"args": [i], "expected": v} for i, v in enumerate(values)]
+    with pytest.raises(ValueError, match="constant function"):
+        CodeEnv.check_expected({"function": "f", "cases": cases})
+
+
+def test_one_reply_of_endless_runs_cannot_stall_the_episode(monkeypatch):
+    """Thousands of ``while True: pass`` calls fit in one reply; each ran to the deadline, so a
+    turn could take hours (or end as an episode_timeout env_fault). The episode's run time is
+    budgeted; past it run_python and run_tests refuse, and submit still grades."""
+    require_system("bwrap", "bubblewrap")
+    monkeypatch.setattr(code_env, "RUN_BUDGET_RUNS", 2, raising=False)
+    env = CodeEnv(limits=SandboxLimits(wall_s=0.5))
+    env.reset(_task())
+    try:
+        start = time.monotonic()
+        results = [call(env, "run_python", code="while True:\n    pass") for _ in range(40)]
+        assert time.monotonic() - start < 15
+        refused = [r for r in results if r.error == "run_budget"]
+        assert len(refused) >= 36 and not any(r.fault for r in results)
+        assert "only submit still runs the tests" in refused[0].content
+        assert call(env, "run_tests").error == "run_budget"
+        call(env, "write_file", path="solution.py", content=GOOD)
+        submitted = call(env, "submit")
+        assert submitted.ok and env.verify().correct
+        env.reset(_task())  # a new episode starts with the whole budget
+        assert call(env, "run_python", code="print(1)").ok
+    finally:
+        env.close()

@@ -4,7 +4,8 @@ Tools: ``write_file`` (host-side, symlink-safe), ``run_python`` (code or a file,
 ``run_tests`` (the task's hidden unit tests against the model's module: counts and the first
 failures, never the test source) and ``submit`` (runs the hidden tests one last time and ends the
 episode). Milestones, in order: wrote_file, ran_code, tests_passed, submitted. ``verify``: correct
-iff every hidden test passed on the submitted code.
+iff every hidden test passed on the submitted code. ``run_python`` and ``run_tests`` share a
+per-episode run-time budget (``RUN_BUDGET_RUNS``); ``submit`` always runs.
 
 A task's hidden tests live in ``Task.expected`` (``hidden.py``: cases, the in-sandbox runner and
 the host-side judge); only their *arguments* ever enter the sandbox.
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 
 from trajforge.envs import workdir
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
-from trajforge.envs.code.hidden import RUNNER, HiddenTests, TestReport, judge
+from trajforge.envs.code.hidden import RUNNER, HiddenTests, TestReport, judge, same_value
 from trajforge.envs.sandbox import RunResult, Sandbox, SandboxLimits
 from trajforge.parse.limits import clean_text, clip, short
 from trajforge.schema import Task
@@ -40,6 +41,12 @@ descriptors), not that the model's path was wrong."""
 MAX_WORKDIR_BYTES = 32 * 1024 * 1024
 MAX_WORKDIR_ENTRIES = 2000
 """After each run the work directory must stay within these, or the run's changes are undone."""
+RUN_BUDGET_RUNS = 12
+"""An episode's ``run_python`` and ``run_tests`` calls together may use this many full runs of
+the sandbox deadline (``12 * wall_s``: 2 minutes by default); past it they refuse and only
+``submit`` still runs the tests. One reply can hold thousands of calls, each of which may run to
+the deadline: without a budget a single turn would stall a collection for hours, or end as an
+``episode_timeout`` — an env_fault, retried and left out of the metrics."""
 
 
 class CodeEnv(Environment):
@@ -65,6 +72,8 @@ class CodeEnv(Environment):
         """The report ``submit`` produced (the submitted code's result)."""
         self._workdir: Path | None = None
         self._sandbox: Sandbox | None = None
+        self._run_s = 0.0
+        """Sandbox seconds this episode has used; not part of a snapshot (time spent stays spent)."""
 
     # ---- episode lifecycle ------------------------------------------------------------------
 
@@ -79,6 +88,7 @@ class CodeEnv(Environment):
         self.close()
         self.tests = tests
         self.report = None
+        self._run_s = 0.0
         self._workdir = workdir.make_workdir()
         self._sandbox = Sandbox(self._workdir, self.limits, self.allow_unsandboxed)
         return ""
@@ -115,7 +125,9 @@ class CodeEnv(Environment):
         except ValidationError as e:
             raise ValueError(f"hidden tests must be {{module, function, cases: [{{args, expected}}]}}: "
                              f"{e.errors()[0]['loc']}: {e.errors()[0]['msg']}") from None
-        if len({json.dumps(c.expected, sort_keys=True) for c in tests.cases}) < 2:
+        # Compared as the judge compares (1 and 1.0 are the same answer), not as JSON text.
+        first = tests.cases[0].expected
+        if all(same_value(c.expected, first) for c in tests.cases):
             raise ValueError("every hidden test expects the same value, so a constant function "
                              "would pass them")
         return tests.model_dump()
@@ -183,6 +195,7 @@ class CodeEnv(Environment):
             path: A .py file in the work directory to run instead, e.g. solution.py.
         """
         self._require_dir()
+        self._check_budget()
         if bool(code.strip()) == bool(path.strip()):
             raise ToolError("give exactly one of code or path", kind="bad_arguments")
         if code.strip():
@@ -208,6 +221,7 @@ class CodeEnv(Environment):
 
     def run_tests(self) -> str:
         """Run the hidden unit tests on your solution and show how many pass."""
+        self._check_budget()
         report = self._test()
         if report.all_passed:
             self.reach("tests_passed")
@@ -237,6 +251,12 @@ class CodeEnv(Environment):
         shown = ", ".join(clip(clean_text(n)) for n in names)
         return f"files: {shown}" + (", ..." if more else "")
 
+    def _check_budget(self) -> None:
+        budget = RUN_BUDGET_RUNS * self.limits.wall_s
+        if self._run_s >= budget:
+            raise ToolError(f"this episode's code has run for {self._run_s:.0f} s, its limit of "
+                            f"{budget:g} s; only submit still runs the tests", kind="run_budget")
+
     def _tests(self) -> HiddenTests:
         if self.tests is None:
             raise InfraError("CodeEnv used before reset(task)")
@@ -255,6 +275,7 @@ class CodeEnv(Environment):
             # bwrap or python gone, no processes or memory left to start one: ours, not the
             # model's (its code only ever runs after the start, and what it does is in the result).
             raise InfraError(f"the sandbox could not start: {e}", kind="sandbox") from None
+        self._run_s += result.wall_s
         size, entries = workdir.usage(root, max_entries=MAX_WORKDIR_ENTRIES)
         if size <= MAX_WORKDIR_BYTES and entries <= MAX_WORKDIR_ENTRIES:
             return result, ""

@@ -26,8 +26,10 @@ _RUN_ERRORS = (("defines no function", "missing_function"),
 
 def wrong_answer_kind(traj: Trajectory) -> str | None:
     detail = traj.verdict.detail if traj.verdict else ""
-    # The report's own text comes before what the code printed, which could say anything.
-    report = detail.split("\nYour code printed:", 1)[0]
+    # Only the report's head is the judge's own text: the failing calls after it quote what the
+    # code raised ("raised ValueError: did not finish within...") and the printed output after
+    # them anything at all, so a solution could otherwise pick its own fail reason.
+    report = detail.split("\nFailures:", 1)[0].split("\nYour code printed:", 1)[0]
     if "\nImporting " in report:
         return "syntax_error" if _PARSE_ERRORS.search(report) else "import_error"
     return next((kind for phrase, kind in _RUN_ERRORS if phrase in report), "tests_failed")

@@ -12,9 +12,10 @@ with the runner can at worst report values — which must still be the right one
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trajforge.envs.judge import Unreadable, read_report
 from trajforge.envs.sandbox import RunResult, SandboxLimits
@@ -47,8 +48,30 @@ class HiddenTests(BaseModel):
     """The function under test."""
     cases: list[TestCase] = Field(min_length=1)
     """The hidden unit tests."""
-    case_timeout_s: float = 2.0
-    """Time one case may take before it counts as failed."""
+    case_timeout_s: float = Field(2.0, gt=0, le=600)
+    """Time one case may take before it counts as failed (the runner's timer refuses 0 or less,
+    and takes 0 to mean no timer at all)."""
+
+    @field_validator("module")
+    @classmethod
+    def _plain_module(cls, name: str) -> str:
+        # The runner imports it by name: ``solution.py`` or ``a/b`` can never be imported, and a
+        # standard-library name (``os``, ``json``) is the already-loaded stdlib module, so the
+        # tests would run against it instead of the model's file and pass whatever it wrote.
+        if not name.isidentifier():
+            raise ValueError(f"module must be a plain module name such as 'solution' (no '.py', "
+                             f"no '/'), not {name[:80]!r}")
+        if name in sys.stdlib_module_names:
+            raise ValueError(f"module {name!r} is a standard-library module, which the tests "
+                             "would import instead of the model's file; use e.g. 'solution'")
+        return name
+
+    @field_validator("function")
+    @classmethod
+    def _plain_function(cls, name: str) -> str:
+        if not name.isidentifier():
+            raise ValueError(f"function must be a Python identifier, not {name[:80]!r}")
+        return name
 
     @property
     def path(self) -> str:
@@ -130,7 +153,10 @@ def same_value(got: Any, expected: Any) -> bool:
         return type(got) is type(expected) and got == expected
     if isinstance(expected, (int, float)) and isinstance(got, (int, float)):
         if isinstance(expected, float) or isinstance(got, float):
-            return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6)
+            try:
+                return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6)
+            except OverflowError:  # an int past float's range (10**400) is no float's equal
+                return False
         return got == expected
     if isinstance(expected, list) and isinstance(got, list):
         return len(got) == len(expected) and all(map(same_value, got, expected))
