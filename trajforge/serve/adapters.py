@@ -10,7 +10,6 @@ from elsewhere) and the base model use ``--dialect``, else the embedded model's,
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
