@@ -133,6 +133,18 @@ def test_success_flat_grpo_names_a_sparse_reward(tmp_path):
     assert "too sparse" in f.cause and "--milestone-bonus" in f.next_step
 
 
+def test_grpo_solve_rate_is_judged_by_its_fifths_not_two_noisy_steps(tmp_path):
+    """GRPO's ``solved`` is one batch a step: a rate rising 0.30 → 0.57 whose first step was lucky
+    (0.5) and last unlucky (0.5) read as "+0 points"; one flat at 0.3 with an unlucky first step
+    (0.1) read as a gain. The fifths say otherwise both times."""
+    rising, flat = tmp_path / "rising", tmp_path / "flat"
+    curves(rising, "grpo", loss=FALLING, solved=[0.5] + [0.3 + 0.01 * i for i in range(28)] + [0.5])
+    curves(flat, "grpo", loss=FALLING, solved=[0.1] + [0.3] * 28 + [0.3])
+    assert not fired(rising, "success_flat") and checked_ok(rising, "success_flat")
+    (f,) = fired(flat, "success_flat")
+    assert f.evidence["completion_last"] == 0.3 and f.evidence["completion_first"] == round((0.1 + 5 * 0.3) / 6, 4)
+
+
 def test_memorised_train_vs_heldout_gap(tmp_path, expert_held):
     """The subject solves every train task and no held-out one: success flat names memorisation,
     and the gap rule fires; the control solves both."""
@@ -241,6 +253,22 @@ def test_invalid_calls_share_and_rise(tmp_path, expert_held):
     assert not fired(ok, "invalid_calls") and checked_ok(ok, "invalid_calls")
 
 
+def test_before_after_rules_compare_the_same_tasks_and_enough_of_them(tmp_path, expert_held):
+    """The base policy ran 1 task, the tuned one 12 (6 with a first call that fails, then repaired):
+    a 2-turn base said "invalid turns rose 0% → 20%" and "average turns 2.00 → 3.00". Before →
+    after is judged on the tasks both ran, 10+ of them; on those, the rise still fires."""
+    few, same = tmp_path / "few", tmp_path / "same"
+    tuned = episodes(HELD, policy("tuned", MISSING_ARG, only={t.id for t in HELD[:6]}))
+    store(few, "eval_store", episodes(HELD[:1], ExpertPolicy(name="base")) + tuned)
+    store(same, "eval_store", episodes(HELD, ExpertPolicy(name="base")) + tuned)
+    assert diagnose(few).subject == "tuned"
+    assert not [f for f in fired(few, "invalid_calls") if "rose" in f.title]
+    assert next(c for c in diagnose(few).checks if c.rule == "detours").result == "not checked"
+    (rise,) = [f for f in fired(same, "invalid_calls") if "rose" in f.title]
+    assert rise.evidence["before"] == 0.0 and rise.evidence["episodes"] == 12
+    assert fired(same, "detours")
+
+
 def test_validity_falling_in_the_loop(tmp_path):
     curves(tmp_path, loss=FALLING, evals=[(10, {"validity": 0.9}), (30, {"validity": 0.6})])
     store(tmp_path, "eval_store", episodes(HELD, ExpertPolicy()))
@@ -326,6 +354,22 @@ def test_broken_verifier_never_accepts(tmp_path):
     found = fired(tmp_path, "reward_static")
     never = next(f for f in found if "completion is 0" in f.title)
     assert "verifier accepts nothing" in never.cause and "expert" in never.next_step
+
+
+def test_one_total_for_all_fires_only_when_outcomes_differ(tmp_path, expert_train):
+    """Expert successes of one shape earn one total by design (it fired "the reward never moves"
+    on a healthy expert store); one total over solved and unsolved episodes is the problem."""
+    same, blind = tmp_path / "same", tmp_path / "blind"
+    total = expert_train[0].reward.total
+    alike = [t for t in expert_train if t.reward.total == total]
+    alike += [t.model_copy(update={"sample": 1}) for t in alike]  # several samples per task, as RFT keeps
+    assert len(alike) >= dr.MIN_EPISODES and all(t.outcome.correct for t in alike)
+    store(same, "train_store", alike)
+    assert not fired(same, "reward_static") and checked_ok(same, "reward_static")
+    zero = RewardConfig(weights=(0.0, 0.0, 0.0, 0.0))
+    store(blind, "s", episodes(TRAIN[:6], ExpertPolicy(), zero) + episodes(TRAIN[6:], policy("tuned", WRONG), zero))
+    one = next(f for f in fired(blind, "reward_static") if "every episode's reward" in f.title)
+    assert one.evidence == {"episodes": 12, "solved": 6}
 
 
 def test_grpo_reward_curve_that_never_moves(tmp_path):

@@ -190,10 +190,23 @@ def _loss_fell(c: Curves) -> bool:
     return first > 0 and last <= (1 - LOSS_FALL) * first
 
 
-def _pair_stats(facts: Facts) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _paired(facts: Facts) -> tuple[list[Trajectory], list[Trajectory]] | None:
+    """The before and after policies' episodes on the (task, sample) pairs both attempted (neither
+    an env_fault), when there are ``MIN_EPISODES`` of them: a before → after change is measured on
+    the same tasks, never on one policy's 2 tasks against the other's 100."""
     if facts.pair is None:
         return None
-    return summarize(facts.by_policy[facts.pair.before]), summarize(facts.by_policy[facts.pair.after])
+    before = {(t.task_id, t.sample): t for t in facts.counted(facts.pair.before)}
+    after = {(t.task_id, t.sample): t for t in facts.counted(facts.pair.after)}
+    shared = [k for k in after if k in before]
+    if len(shared) < MIN_EPISODES:
+        return None
+    return [before[k] for k in shared], [after[k] for k in shared]
+
+
+def _pair_stats(facts: Facts) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    paired = _paired(facts)
+    return None if paired is None else (summarize(paired[0]), summarize(paired[1]))
 
 
 def _split_gap(facts: Facts) -> tuple[float, float, int, int] | None:
@@ -221,11 +234,14 @@ def rule_success_flat(facts: Facts) -> Result:
     for c in falling:
         first, last = _window(c.loss)
         ev: dict[str, Any] = {"loss_first": _r(first), "loss_last": _r(last), "flat_at": FLAT_SUCCESS}
-        success = c.evals.get("completion") or c.scalars.get("solved") or []
-        if len(success) >= 2:
-            ev.update(completion_first=_r(success[0][1]), completion_last=_r(success[-1][1]),
-                      measured="in-loop evaluation" if "completion" in c.evals else "rollouts solved")
-            gain = success[-1][1] - success[0][1]
+        evals, solved = c.evals.get("completion") or [], c.scalars.get("solved") or []
+        if len(evals) >= 2 or len(solved) >= 2:
+            # An in-loop evaluation is one point per evaluation: first → last. GRPO's ``solved`` is
+            # one batch of rollouts a step, noisy by ±0.1: first fifth → last fifth, as the loss.
+            s0, s1 = (evals[0][1], evals[-1][1]) if len(evals) >= 2 else _window(solved)
+            ev.update(completion_first=_r(s0), completion_last=_r(s1),
+                      measured="in-loop evaluation" if len(evals) >= 2 else "rollouts solved (first and last fifth)")
+            gain = s1 - s0
         elif (stats := _pair_stats(facts)) is not None:
             ev.update(completion_before=_r(stats[0]["completion"]), completion_after=_r(stats[1]["completion"]),
                       measured=f"{facts.pair.before} → {facts.pair.after}")
@@ -438,12 +454,14 @@ def rule_invalid_calls(facts: Facts) -> Result:
                            evidence={"invalid_share": _r(share), "turns": n_turns, "kinds": dict(kinds.most_common()),
                                      "rate_at": INVALID_RATE},
                            cause="the model has not learned the call format or the tool schemas", next_step=step))
-    if facts.pair is not None:
-        before, _, _ = _invalid_share(facts.counted(facts.pair.before))
-        if share - before >= VALIDITY_DROP:
+    if (paired := _paired(facts)) is not None:
+        before, _, _ = _invalid_share(paired[0])
+        after, _, _ = _invalid_share(paired[1])
+        if after - before >= VALIDITY_DROP:
             out.append(Finding(rule="invalid_calls", status="problem", source=f"{facts.pair.before} → {facts.subject}",
-                               title=f"invalid turns rose {100 * before:.0f}% → {100 * share:.0f}%",
-                               evidence={"before": _r(before), "after": _r(share), "rise_at": VALIDITY_DROP},
+                               title=f"invalid turns rose {100 * before:.0f}% → {100 * after:.0f}%",
+                               evidence={"before": _r(before), "after": _r(after), "episodes": len(paired[1]),
+                                         "rise_at": VALIDITY_DROP},
                                cause="training broke the call format (another dialect or template in the data?)",
                                next_step=step))
     for c in facts.run.curves:
@@ -567,9 +585,13 @@ def rule_reward_static(facts: Facts) -> Result:
                            next_step="run the expert on the pool (collect --policy expert): it must succeed; "
                                      "else fix the verifier or the references"))
     totals = {t.reward.total for t in graded}
-    if len(totals) == 1:
+    # Identical successes (an expert store of one template) earn identical totals by design: one
+    # total is a problem only where the episodes ended differently and the reward did not see it.
+    if len(totals) == 1 and len({_solved(t) for t in graded}) > 1:
         out.append(Finding(rule="reward_static", status="problem", title=f"every episode's reward is {totals.pop()}",
-                           evidence={"episodes": len(graded)}, cause="the reward never moves: no signal to learn from",
+                           evidence={"episodes": len(graded), "solved": sum(map(_solved, graded))},
+                           cause="the reward never moves: solved and unsolved episodes score the same, so there "
+                                 "is no signal to learn from",
                            next_step="check the weights (trajforge query \"SELECT reward_completion, reward_step, "
                                      "reward_total ...\") and the verifier"))
     return out
