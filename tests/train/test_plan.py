@@ -55,6 +55,9 @@ def test_rounded_totals_as_the_issue_quotes_them():
     ("qwen2", {"tie_word_embeddings": True}),  # q/k/v biases
     ("gemma2", {"head_dim": 16, "tie_word_embeddings": True}),  # four norms per layer
     ("phi3", {"tie_word_embeddings": False, "pad_token_id": 0}),  # fused qkv_proj and gate_up_proj
+    ("qwen3", {"head_dim": 32, "tie_word_embeddings": False}),  # q_norm, k_norm of head_dim
+    ("gemma3_text", {"head_dim": 16}),  # four norms per layer and q_norm, k_norm
+    ("olmo2", {"tie_word_embeddings": False, "pad_token_id": 0}),  # q_norm, k_norm over whole q and k
 ])
 def test_counts_equal_transformers_own_for_a_local_config(tmp_path, kind, extra):
     """A folder's config.json → the same count as the model transformers builds from it."""
@@ -196,6 +199,15 @@ def test_time_and_cost():
     assert t["gpu_hours"] == pytest.approx(2 * t["hours"], abs=1e-4) and t["cost"] == pytest.approx(3 * t["gpu_hours"], abs=0.01)
 
 
+@pytest.mark.parametrize("flag,value", [("--gpu-gb", "nan"), ("--gpu-gb", "inf"), ("--tokens-per-s", "inf"),
+                                        ("--tokens-per-s", "nan"), ("--price-per-hour", "inf")])
+def test_hardware_numbers_must_be_finite(flag, value):
+    """--gpu-gb nan was "cannot convert float NaN to integer"; --gpu-gb inf said any model fits,
+    --tokens-per-s inf planned 0.00 h, --price-per-hour inf a cost of inf: all exit 0."""
+    res = CliRunner().invoke(app, ["plan", "--device", "cuda", flag, value])
+    assert res.exit_code == 2 and f"error: {flag} must be" in res.output and "finite" in res.output, res.output
+
+
 def test_unknown_model_is_a_clear_error():
     res = CliRunner().invoke(app, ["plan", "--model", "org/nothing-like-it", "--json"])
     assert res.exit_code == 2 and "not a known model" in res.output and "qwen2.5-7b" in res.output
@@ -238,3 +250,33 @@ def test_shape_reader_rejects_a_non_language_config(tmp_path):
     with pytest.raises(ValueError, match="decoder-only"):
         model_shape(str(tmp_path))
     assert shape_from_config({"text_config": KNOWN["qwen2.5-0.5b"]}, "mm", "x").hidden == 896
+
+
+def test_a_mixture_of_experts_config_is_refused_not_counted_as_dense(tmp_path):
+    """Mixtral counted as dense came out at a quarter of transformers' own count (one expert's MLP
+    of 8), Qwen2-MoE at 1/360: plan said such a model fits where it does not."""
+    from transformers import AutoConfig
+
+    AutoConfig.for_model("mixtral", vocab_size=320, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"config.json: a mixture-of-experts model \(num_local_experts = 8\)"):
+        model_shape(str(tmp_path))
+
+
+@pytest.mark.parametrize("config,names", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "must be a JSON object, got list"),
+    ('{"hidden_size": 64, "num_attention_heads": 0, "vocab_size": 320, "num_hidden_layers": 2, '
+     '"intermediate_size": 112}', "'num_attention_heads' must be a positive integer, got 0"),
+    ('{"hidden_size": 64, "num_attention_heads": 4, "vocab_size": null, "num_hidden_layers": 2, '
+     '"intermediate_size": 112}', "config has no 'vocab_size'"),
+    ('{"hidden_size": "abc", "num_attention_heads": 4, "vocab_size": 320, "num_hidden_layers": 2, '
+     '"intermediate_size": 112}', "'hidden_size' must be a positive integer, got 'abc'"),
+])
+def test_a_broken_config_json_is_an_error_naming_the_file_and_field(tmp_path, config, names):
+    """Each was a traceback (AttributeError, ZeroDivisionError, TypeError) or a bare message
+    ("invalid literal for int()") that named neither the file nor the field."""
+    (tmp_path / "config.json").write_text(config)
+    res = CliRunner().invoke(app, ["plan", "--model", str(tmp_path), "--device", "cpu"])
+    assert res.exit_code == 2, res.output
+    assert str(tmp_path / "config.json") in res.output and names in res.output

@@ -14,6 +14,7 @@ serving load. ``--json`` prints only JSON on stdout (``train.plan.Plan``). The a
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -112,8 +113,10 @@ def plan(cfg: SFTConfig = None,
     if device not in ("cpu", "cuda"):
         _fail(f"--device {device!r}: plan knows cpu and cuda")
     for flag, value in (("--gpu-gb", gpu_gb), ("--tokens-per-s", tokens_per_s)):
-        if value is not None and value <= 0:
-            _fail(f"{flag} must be above 0, not {value:g}")
+        if value is not None and not (0 < value < math.inf):  # nan and inf pass a bare "> 0" check
+            _fail(f"{flag} must be above 0 and finite, not {value:g}")
+    if price_per_hour is not None and not math.isfinite(price_per_hour):
+        _fail(f"--price-per-hour must be a finite number, not {price_per_hour:g}")
     try:
         shape = model_shape(model)
         # Derived here from the store's demonstrations, exactly as train sft derives them.

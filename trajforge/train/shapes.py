@@ -10,7 +10,10 @@ Parameters are counted from the shape, module by module, as transformers builds 
 token embeddings (V × H), the LM head (V × H unless tied to the embeddings), per layer the
 attention projections with grouped-query attention (q and o: H × heads·head_dim, k and v: H ×
 kv_heads·head_dim, plus biases where the config has them: Qwen2's q/k/v), the gated MLP (gate, up:
-H × I; down: I × H) and the RMSNorm weights (two per layer; Gemma-2 has four), plus the final norm.
+H × I; down: I × H) and the RMSNorm weights (two per layer; Gemma-2 has four; Qwen3, Gemma-3 and
+OLMo-2 add norms on the queries and keys), plus the final norm. A mixture-of-experts config is
+refused (counted as dense it would be a fraction of the model), as is a config field that is not a
+positive integer (an error naming the file and the field).
 ``tests/train/test_plan.py`` checks the totals against the published ones (Qwen2.5-7B
 7,615,616,512; Llama-3.1-8B 8,030,261,248; ...).
 """
@@ -46,6 +49,9 @@ class Shape(BaseModel):
     o_bias: bool = False
     mlp_bias: bool = False
     norms_per_layer: int = 2
+    qk_norm: int = 0
+    """RMSNorm weights on the queries and keys, per layer (Qwen3 and Gemma-3: head_dim each;
+    OLMo-2: the whole q and k projections)."""
     fused: bool = False
     """q/k/v in one ``qkv_proj`` and gate/up in one ``gate_up_proj`` (Phi-3)."""
     eager_attention: bool = False
@@ -83,7 +89,7 @@ class Shape(BaseModel):
         mlp = sum(a * b for n, (a, b) in lin.items() if n not in attn_names)
         if self.mlp_bias:
             mlp += sum(b for n, (_, b) in lin.items() if n not in attn_names)
-        norms = self.layers * self.norms_per_layer * h + h
+        norms = self.layers * (self.norms_per_layer * h + self.qk_norm) + h
         return ParamCount(embedding, lm_head, self.layers * attention, self.layers * mlp, norms)
 
     def lora_params(self, r: int, targets: list[str], top: int = 0) -> int:
@@ -187,27 +193,54 @@ ALIASES = {"17b": "dense-17b", "mistral-7b-v0.3": "mistral-7b", "phi-3-mini-4k":
            "meta-llama-3.1-8b": "llama-3.1-8b"}
 
 
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+"""Config fields that give a mixture-of-experts model away (Mixtral, Qwen2/3-MoE, DeepSeek)."""
+
+
+def _count(cfg: dict, key: str, source: str, fallback: int | None = None) -> int:
+    """A positive integer field of a config (``fallback`` when it is absent or null): a hand-edited
+    or foreign config.json is an error naming the file and field, never a traceback."""
+    value = cfg.get(key)
+    if value is None:
+        if fallback is None:
+            raise ValueError(f"{source}: config has no {key!r}; is it a decoder-only language model?")
+        return fallback
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{source}: {key!r} must be a positive integer, got {value!r:.60}")
+    return value
+
+
 def shape_from_config(config: dict, name: str, source: str) -> Shape:
     """A ``Shape`` from a transformers ``config.json`` (its ``text_config`` for multimodal ones)."""
-    cfg = config.get("text_config") or config
-    try:
-        hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-        kind = str(cfg.get("model_type") or config.get("model_type") or "")
-        arch = (cfg.get("architectures") or config.get("architectures") or [kind or "llama"])[0]
-        return Shape(
-            name=name, source=source, vocab=int(cfg["vocab_size"]), hidden=hidden,
-            layers=int(cfg["num_hidden_layers"]), heads=heads,
-            kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(cfg.get("head_dim") or hidden // heads), intermediate=int(cfg["intermediate_size"]),
-            # transformers' default is tied for the Gemma family and untied for the others.
-            tied=bool(cfg.get("tie_word_embeddings", kind.startswith("gemma"))),
-            qkv_bias=kind == "qwen2" or bool(cfg.get("attention_bias", False)),
-            o_bias=bool(cfg.get("attention_bias", False)), mlp_bias=bool(cfg.get("mlp_bias", False)),
-            norms_per_layer=4 if kind in ("gemma2", "gemma3", "gemma3_text") else 2,
-            fused=kind == "phi3", eager_attention=cfg.get("attn_logit_softcapping") is not None,
-            architecture=arch)
-    except KeyError as e:
-        raise ValueError(f"{source}: config has no {e.args[0]!r}; is it a decoder-only language model?") from None
+    cfg = config.get("text_config") or config if isinstance(config, dict) else config
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{source}: a model config must be a JSON object, got {type(cfg).__name__}")
+    for key in _MOE_KEYS:
+        experts = cfg.get(key)
+        if isinstance(experts, (int, float)) and not isinstance(experts, bool) and experts > 1:
+            # Counted as dense, an 8-expert MLP would be an eighth of the model: refuse, not mislead.
+            raise ValueError(f"{source}: a mixture-of-experts model ({key} = {experts}); plan counts dense "
+                             f"decoder-only models only")
+    hidden, heads = _count(cfg, "hidden_size", source), _count(cfg, "num_attention_heads", source)
+    kind = str(cfg.get("model_type") or config.get("model_type") or "")
+    arch = (cfg.get("architectures") or config.get("architectures") or [kind or "llama"])[0]
+    head_dim = _count(cfg, "head_dim", source, hidden // heads or None)
+    kv_heads = _count(cfg, "num_key_value_heads", source, heads)
+    qk_norm = {"qwen3": 2 * head_dim, "gemma3": 2 * head_dim, "gemma3_text": 2 * head_dim,
+               "olmo2": (heads + kv_heads) * head_dim}.get(kind, 0)
+    return Shape(
+        name=name, source=source, vocab=_count(cfg, "vocab_size", source), hidden=hidden,
+        layers=_count(cfg, "num_hidden_layers", source), heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+        intermediate=_count(cfg, "intermediate_size", source),
+        # transformers' default is tied for the Gemma family and untied for the others.
+        tied=bool(cfg.get("tie_word_embeddings", kind.startswith("gemma"))),
+        qkv_bias=kind == "qwen2" or bool(cfg.get("attention_bias", False)),
+        o_bias=bool(cfg.get("attention_bias", False)), mlp_bias=bool(cfg.get("mlp_bias", False)),
+        norms_per_layer=4 if kind in ("gemma2", "gemma3", "gemma3_text") else 2, qk_norm=qk_norm,
+        fused=kind == "phi3", eager_attention=cfg.get("attn_logit_softcapping") is not None,
+        architecture=arch)
 
 
 def _key(name: str) -> str:
@@ -226,7 +259,11 @@ def model_shape(model: str) -> Shape:
     folder = model_dir(model) if is_embedded(model) else Path(model)
     config = folder / "config.json"
     if config.is_file():
-        return shape_from_config(json.loads(config.read_text()), model, str(config))
+        try:
+            data = json.loads(config.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError) as e:  # torn, not UTF-8, nested too deeply
+            raise ValueError(f"{config}: not valid JSON ({e})") from None
+        return shape_from_config(data, model, str(config))
     key = _key(model)
     if key in KNOWN:
         entry = dict(KNOWN[key])
