@@ -110,3 +110,46 @@ def test_a_config_file_fills_what_the_flags_leave_at_their_defaults(tmp_path: Pa
     (tmp_path / "bad.toml").write_text("[knobs]\nturn = 5\n")
     res = runner.invoke(mini, ["--config", str(tmp_path / "bad.toml")])
     assert res.exit_code == 2 and "no option 'turn'" in res.output
+
+
+def test_a_flag_given_wins_over_the_file_even_at_its_default(tmp_path: Path):
+    """``--turns 8`` typed (Knobs' default) with ``turns = 5`` in the file: the file won, since a
+    value equal to the default could not be told from one never given."""
+    seen: list[Knobs] = []
+    mini = typer.Typer()
+
+    @mini.command()
+    @with_configs(config_file=True, knobs=Knobs)
+    def run(knobs: Knobs = None) -> None:
+        seen.append(knobs)
+
+    (tmp_path / "c.toml").write_text("turns = 5\nfast = true\n")
+    runner = CliRunner()
+    res = runner.invoke(mini, ["--config", str(tmp_path / "c.toml"), "--turns", "8", "--no-fast"])
+    assert res.exit_code == 0, res.output
+    assert seen[-1] == Knobs(turns=8, fast=False)
+    assert runner.invoke(mini, ["--config", str(tmp_path / "c.toml")]).exit_code == 0
+    assert seen[-1] == Knobs(turns=5, fast=True)  # untyped flags still take the file's values
+
+
+@pytest.mark.parametrize("text,names", [
+    ("harness = 5\n", "'harness' must be a table of settings ([harness]), got 5"),
+    ("knobs = [1, 2]\n", "'knobs' must be a table of settings"),
+    (b"\xff\xfe\x00", "can't decode byte 0xff"),
+    ("[knobs]\nrate = 7\n", "c.toml: [knobs] rate: Input should be less than or equal to 1"),
+])
+def test_a_bad_config_file_is_an_error_naming_the_file_and_key(tmp_path: Path, text, names):
+    """A key where a table belongs and a file that is not UTF-8 were tracebacks (AttributeError,
+    UnicodeDecodeError); a bad value from the file was blamed on its flag (``--rate``), which the
+    user never typed."""
+    mini = typer.Typer()
+
+    @mini.command()
+    @with_configs(config_file=True, knobs=Knobs, harness=HarnessConfig)
+    def run(knobs: Knobs = None, harness: HarnessConfig = None) -> None: ...
+
+    path = tmp_path / "c.toml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    res = CliRunner().invoke(mini, ["--config", str(path)])
+    assert res.exit_code == 2, res.output
+    assert f"--config {path}" in res.output and names in res.output, res.output

@@ -130,4 +130,5 @@ def test_a_guess_earns_no_completion_reward_unless_the_config_pays_it(tmp_path):
     assert TrajectoryStore(tmp_path / "s").read()[0].reward.completion == 1.0
     conf.write_text("[rewards]\nguess_credit = 2.0\n")
     res = CliRunner().invoke(app, ["grade", str(tmp_path / "s"), "--config", str(conf)])
-    assert res.exit_code == 2 and "--config guess_credit: Input should be less than or equal to 1" in res.output
+    assert res.exit_code == 2 and f"--config {conf}: [rewards] guess_credit: Input should be less than or equal to 1" \
+        in res.output

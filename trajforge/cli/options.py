@@ -16,9 +16,10 @@ default is the field's default and whose help is the first sentence of the field
 ``flags=`` ({field: "--flag"}), ``partial=True`` (the command gets a dict of the given values, each
 checked as its field, for configs whose required fields it supplies itself), ``file_only=`` (fields with no flag that
 ``--config`` may still set: nested tables such as ``RewardConfig.per``). A value the config rejects exits with code 2
-and names the flag. ``with_configs(config_file=True, ...)`` adds ``--config FILE.toml``: a table
-per section (``[sft]``, ``[harness]``; top-level keys when there is one section) whose keys are
-field names; a flag given on the command line wins over the file, the file over the default.
+and names the flag (or the ``--config`` file and key it came from). ``with_configs(config_file=True, ...)`` adds
+``--config FILE.toml``: a table per section (``[sft]``, ``[harness]``; top-level keys when there is one section) whose
+keys are field names; a flag given on the command line wins over the file (even one repeating its default), the file
+over the default.
 ``@with_configs(config_file=True, cfg=Options(SFTConfig))`` on a train command is all it takes
 to adopt this.
 
@@ -83,6 +84,7 @@ class Options:
 
 
 CONFIG_PARAM = "config_file__"
+CONTEXT_PARAM = "context__"
 
 
 def with_configs(config_file: bool = False,
@@ -113,21 +115,32 @@ def with_configs(config_file: bool = False,
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
-            from_file = _read_config(kwargs.pop(CONFIG_PARAM, None), specs)
+            path = kwargs.pop(CONFIG_PARAM, None)
+            from_file = _read_config(path, specs)
+            typed = _typed_options(kwargs.pop(CONTEXT_PARAM, None), origin)
             for section, spec in specs.items():
                 values = {n: kwargs.pop(f"{section}__{n}") for n in spec.fields()}
+                labels: dict[str, str] = {}
                 for name, value in from_file.get(section, {}).items():
-                    if name in spec.file_only:
-                        values[name] = value
-                        continue
-                    if name not in values:
+                    if name not in values and name not in spec.file_only:
                         _fail(f"--config: {spec.config.__name__} has no option {name!r} here")
-                    if values[name] == field_default(spec.config, name):  # a flag given wins
+                    # A flag given wins, even one that repeats its default (--lr 2e-4 over lr = 1e-3).
+                    if name in spec.file_only:
+                        given = False
+                    elif typed is not None:
+                        given = f"{section}__{name}" in typed
+                    else:
+                        given = values[name] != field_default(spec.config, name)
+                    if not given:
                         values[name] = value
-                kwargs[section] = _checked(spec, values) if spec.partial else _build(spec, values)
+                        labels[name] = f"--config {path}: [{section}] {name}"
+                kwargs[section] = _checked(spec, values, labels) if spec.partial else _build(spec, values, labels)
             return fn(**kwargs)
 
         if config_file:
+            # typer fills a Context parameter: it tells a flag typed from one left at its default.
+            generated.append(inspect.Parameter(CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                               annotation=typer.Context))
             generated.append(inspect.Parameter(
                 CONFIG_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
                 default=typer.Option(None, "--config", help="TOML file with these settings (flags win over it)")))
@@ -149,15 +162,24 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _build(spec: Options, values: dict[str, Any]) -> BaseModel:
+def _typed_options(ctx: typer.Context | None, params: Iterable[str]) -> set[str] | None:
+    """Which of ``params`` were given on the command line (or by environment); None without the
+    command's context (called as a Python function)."""
+    if ctx is None or not set(params) <= set(ctx.params):
+        return None
+    return {name for name in params
+            if (source := ctx.get_parameter_source(name)) is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")}
+
+
+def _build(spec: Options, values: dict[str, Any], labels: dict[str, str] | None = None) -> BaseModel:
     try:
         return spec.config(**values)
     except ValidationError as e:
-        _fail_with(spec, e)
+        _fail_with(spec, e, labels)
         raise AssertionError("unreachable") from None
 
 
-def _checked(spec: Options, values: dict[str, Any]) -> dict[str, Any]:
+def _checked(spec: Options, values: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A partial section's values, each validated as its field would be (the command builds the
     config later, often after long work: a bad value must stop it now)."""
     blank = spec.config.model_construct()
@@ -165,12 +187,16 @@ def _checked(spec: Options, values: dict[str, Any]) -> dict[str, Any]:
         try:
             spec.config.__pydantic_validator__.validate_assignment(blank, name, value)
         except ValidationError as e:
-            _fail_with(spec, e)
+            _fail_with(spec, e, labels)
     return values
 
 
-def _fail_with(spec: Options, e: ValidationError) -> None:
-    _fail("; ".join(f"{spec.flag(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
+def _fail_with(spec: Options, e: ValidationError, labels: dict[str, str] | None = None) -> None:
+    """Name each bad value where it was given: its flag, or the ``--config`` file and key."""
+    def where(name: str) -> str:
+        return (labels or {}).get(name) or spec.flag(name)
+
+    _fail("; ".join(f"{where(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
                     for err in e.errors()))
 
 
@@ -180,13 +206,16 @@ def _read_config(path: Path | None, specs: dict[str, Options]) -> dict[str, dict
         return {}
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         _fail(f"--config {path}: {e}")
     if len(specs) == 1 and not (set(data) & set(specs)):
         data = {next(iter(specs)): data}  # one section: its fields may stand at the top level
     unknown = sorted(set(data) - set(specs))
     if unknown:
         _fail(f"--config {path}: no section {unknown[0]!r} (sections: {', '.join(specs)})")
+    for section, table in data.items():
+        if not isinstance(table, dict):  # `harness = 5`: a key where a [harness] table belongs
+            _fail(f"--config {path}: {section!r} must be a table of settings ([{section}]), got {table!r:.60}")
     return data
 
 
