@@ -202,6 +202,20 @@ def test_missing_files_are_named(tmp_path):
         read_tool_list(tmp_path / "broken.json")
 
 
+@pytest.mark.parametrize("name,data,message", [
+    ("latin1.json", b"\xff\xfe[]", "cannot read the tool list: 'utf-8' codec"),
+    ("deep.json", b"[" * 100_000, "cannot read the tool list: maximum recursion depth"),
+    ("fn.json", b'[{"type": "function", "function": "run"}]', "tools[0]: 'function' must be an object, got str"),
+])
+def test_a_tool_list_it_cannot_read_is_named_not_a_traceback(tmp_path, name, data, message):
+    """Not UTF-8 was a ValueError naming no file; nesting too deep a RecursionError; an OpenAI
+    entry whose ``function`` is not an object an AttributeError."""
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(ValueError) as err:
+        read_tool_list(tmp_path / name)
+    assert str(err.value).startswith(str(tmp_path / name)) and message in str(err.value)
+
+
 def test_a_list_answer_json_cannot_read_is_a_wrong_answer_not_an_env_fault(tmp_path):
     text_answer = {**KV_TOOLS[3], "inputSchema": {"type": "object", "properties": {
         "answer": {"type": "string"}}, "required": ["answer"]}}

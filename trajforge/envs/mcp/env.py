@@ -71,7 +71,7 @@ def read_tool_list(path: str | Path) -> Toolset:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # unreadable, not UTF-8, not JSON, nested too deeply
         raise ValueError(f"{path}: cannot read the tool list: {e}") from None
     entries = data.get("tools") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
@@ -89,6 +89,8 @@ def _spec(entry: Any, where: str) -> ToolSpec:
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: expected an object, got {type(entry).__name__}")
     fn = entry["function"] if entry.get("type") == "function" and "function" in entry else entry
+    if not isinstance(fn, dict):
+        raise ValueError(f"{where}: 'function' must be an object, got {type(fn).__name__}")
     name = fn.get("name")
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"{where}: tool name must be a Python identifier, got {name!r}")
