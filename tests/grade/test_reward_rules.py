@@ -108,12 +108,39 @@ def test_config_file_sets_rules_and_flags_win(mixed_pool, tmp_path):
     ("--reward-weights", "sql=a,b,c,d", "numbers separated by commas"),
     ("--milestone-bonus", "=0.2", "nothing before '='"),
     ("--milestone-bonus", "sql/=0.2", "ENV, ENV/TIER or */TIER"),
+    # a NaN or inf made every total NaN; a negative violation weight paid for malformed calls
+    ("--reward-weights", "nan,0.3,0.1,0.1", "finite numbers >= 0"),
+    ("--reward-weights", "sql=0.5,0.3,0.1,-0.1", "finite numbers >= 0"),
+    ("--milestone-bonus", "travel=inf", "finite number >= 0"),
+    ("--milestone-bonus", "1e400", "finite number >= 0"),
 ])
 def test_bad_reward_flags_exit_2_naming_the_flag(tmp_path, flag, value, message):
     store = tmp_path / "store"
     collect(synthesize("sql", 1, seed=0).tasks, ExpertPolicy(), store, show_progress=False)
     res = runner.invoke(app, ["grade", str(store), flag, value])
     assert res.exit_code == 2 and message in res.output
+
+
+@pytest.mark.parametrize("bad", [{"weights": (float("nan"), 0.3, 0.1, 0.1)}, {"weights": (0.5, 0.3, 0.1, -0.1)},
+                                 {"milestone_bonus": float("inf")}, {"milestone_bonus": -0.1}])
+def test_weights_that_would_break_every_total_are_refused(bad):
+    """NaN/inf weights gave NaN totals (and NaN GRPO advantages); a negative one reverses its term."""
+    with pytest.raises(ValueError, match="finite number"):
+        RewardConfig(**bad)
+    with pytest.raises(ValueError, match="finite number"):
+        RewardConfig(per={"sql": RewardRule(**bad)})
+
+
+def test_a_misspelt_key_in_a_rule_is_refused_by_name(tmp_path):
+    """``weight =`` under ``[rewards.per.sql]`` was dropped: the sql rule silently used the defaults."""
+    store = tmp_path / "store"
+    collect(synthesize("sql", 1, seed=0).tasks, ExpertPolicy(), store, show_progress=False)
+    conf = tmp_path / "rewards.toml"
+    conf.write_text('[rewards.per.sql]\nweight = [1.0, 0.0, 0.0, 0.0]\n')
+    res = runner.invoke(app, ["grade", str(store), "--config", str(conf)])
+    assert res.exit_code == 2 and "per.sql.weight" in res.output, res.output
+    with pytest.raises(ValueError, match="weight"):
+        RewardRule(weight=(1, 0, 0, 0))
 
 
 def test_collect_cli_stores_per_env_weights(mixed_pool, tmp_path):
@@ -124,6 +151,22 @@ def test_collect_cli_stores_per_env_weights(mixed_pool, tmp_path):
     stored = TrajectoryStore(tmp_path / "s").read()
     assert {(t.env, t.reward.rule, t.reward.weights) for t in stored} == {
         ("sql", "default", RewardConfig().weights), ("travel", "travel", TRAVEL_W)}
+
+
+def test_collect_rerun_with_other_weights_says_the_stored_rewards_differ(mixed_pool, tmp_path):
+    """A rerun skips every finished episode, so new weights reached none of them: it said only
+    "collected 0 new episodes" and left the old totals (which DPO ranks by) in the store."""
+    root, _ = mixed_pool
+    base = ["collect", "--tasks", str(root / "tasks.jsonl"), "--policy", "expert", "--out", str(tmp_path / "s")]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0 and "note:" not in res.output, res.output
+    flag = ["--reward-weights", "travel=0.2,0.7,0.05,0.05"]
+    res = runner.invoke(app, [*base, *flag])
+    assert res.exit_code == 0 and "collected 0 new episodes" in res.output, res.output
+    assert "note: 4 episodes" in res.output and "trajforge grade" in res.output, res.output
+    assert runner.invoke(app, ["grade", str(tmp_path / "s"), *flag]).exit_code == 0
+    res = runner.invoke(app, [*base, *flag])
+    assert res.exit_code == 0 and "note:" not in res.output, res.output
 
 
 def test_graded_without_rules_is_unchanged():

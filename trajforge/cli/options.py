@@ -192,12 +192,13 @@ def _checked(spec: Options, values: dict[str, Any], labels: dict[str, str] | Non
 
 
 def _fail_with(spec: Options, e: ValidationError, labels: dict[str, str] | None = None) -> None:
-    """Name each bad value where it was given: its flag, or the ``--config`` file and key."""
-    def where(name: str) -> str:
-        return (labels or {}).get(name) or spec.flag(name)
+    """Name each bad value where it was given: its flag, or the ``--config`` file and key; the rest
+    of the location names what inside a nested table was wrong (``per.sql.weight``)."""
+    def where(loc: tuple) -> str:
+        name = str(loc[0])
+        return ((labels or {}).get(name) or spec.flag(name)) + "".join(f".{x}" for x in loc[1:])
 
-    _fail("; ".join(f"{where(str(err['loc'][0]))}: {err['msg']}" if err["loc"] else err["msg"]
-                    for err in e.errors()))
+    _fail("; ".join(f"{where(err['loc'])}: {err['msg']}" if err["loc"] else err["msg"] for err in e.errors()))
 
 
 def _read_config(path: Path | None, specs: dict[str, Options]) -> dict[str, dict[str, Any]]:

@@ -75,5 +75,6 @@ def with_reward_flags(cfg: RewardConfig, weights: list[str], bonus: list[str]) -
     try:
         return RewardConfig.model_validate(data)
     except ValidationError as e:
-        _fail("; ".join(err["msg"] for err in e.errors()))
+        _fail("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"] else err["msg"]
+                        for err in e.errors()))
         raise AssertionError("unreachable") from None

@@ -25,9 +25,10 @@ rule that chose them, so a store says how its rewards were computed.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trajforge.schema import Outcome, RewardBreakdown, Trajectory
 
@@ -36,13 +37,44 @@ DEFAULT_RULE = "default"
 """``RewardBreakdown.rule`` of an episode no ``per`` key matched."""
 
 
+def _checked_weights(weights: Weights | None) -> Weights | None:
+    """Weights as given, each finite and at least 0: a NaN or inf makes every total NaN (and every
+    GRPO advantage with it), and a negative λ turns its component around — ``violation`` is already
+    subtracted, so ``-0.1`` for it would pay the model for malformed calls."""
+    if weights is not None and not all(math.isfinite(w) and w >= 0 for w in weights):
+        raise ValueError(f"reward weights must be finite numbers >= 0 (the violation weight is subtracted "
+                         f"already), got {tuple(weights)}")
+    return weights
+
+
+def _checked_bonus(bonus: float | None) -> float | None:
+    """A milestone bonus as given, finite and at least 0 (see ``_checked_weights``)."""
+    if bonus is not None and not (math.isfinite(bonus) and bonus >= 0):
+        raise ValueError(f"milestone bonus must be a finite number >= 0, got {bonus}")
+    return bonus
+
+
 class RewardRule(BaseModel):
     """Weights for the episodes of one environment or task type (unset: the defaults)."""
+
+    # A misspelt key (``weight =`` in ``[rewards.per.sql]``) must not leave a rule that silently
+    # uses the defaults.
+    model_config = ConfigDict(extra="forbid")
 
     weights: Weights | None = None
     """(l1 completion, l2 step, l3 efficiency, l4 violation); None keeps the default weights."""
     milestone_bonus: float | None = None
     """Step component added per milestone reached; None keeps the default bonus."""
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, weights: Weights | None) -> Weights | None:
+        return _checked_weights(weights)
+
+    @field_validator("milestone_bonus")
+    @classmethod
+    def _bonus(cls, bonus: float | None) -> float | None:
+        return _checked_bonus(bonus)
 
 
 class Resolved(NamedTuple):
@@ -66,6 +98,16 @@ class RewardConfig(BaseModel):
     """Completion (and efficiency) credit of an accepted answer graded ``guessed``: 0 pays a lucky
     guess nothing for being right, 1 pays it as an earned answer (the reward before guesses were
     told apart)."""
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, weights: Weights | None) -> Weights | None:
+        return _checked_weights(weights)
+
+    @field_validator("milestone_bonus")
+    @classmethod
+    def _bonus(cls, bonus: float | None) -> float | None:
+        return _checked_bonus(bonus)
 
     @field_validator("per")
     @classmethod
