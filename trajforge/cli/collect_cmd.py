@@ -113,6 +113,7 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
             _report_interrupted(out)
         if processes > 1:
             _collect_spread(pool, part, processes, out)
+            _note_other_rewards(out, rewards)
             return
         # Repair mistakes (the nearest template) are drawn from the whole pool, not this slice.
         pol = (_repair_policy(whole, mistakes_from, name) if policy == "repair"
@@ -128,9 +129,29 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
         faults = sum(len(t.faults) for t in new)
         console.print(f"collected {len(new)} new episodes into {out}: {tiers}"
                       + (f"; {faults} infrastructure faults recorded (see {out}/logs/)" if faults else ""))
+        if report is None:  # a --processes worker: its parent says it once for the whole store
+            _note_other_rewards(out, rewards)
         if report:
             spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of([pol]),
                                                             new=len(new), tiers=tiers, policies=[pol.name]))
+
+
+def _note_other_rewards(out: Path, rewards: RewardConfig) -> None:
+    """Say when the store holds episodes whose rewards other weights gave. A rerun with new reward
+    flags skips every finished episode, so without this it reports "0 new" and leaves the old
+    totals, mixed with the new ones, for DPO's ranking and the reports to read."""
+    from trajforge.store import TrajectoryStore
+
+    def other(t) -> bool:
+        chosen = rewards.resolve_for(t)
+        return (tuple(t.reward.weights) != chosen.weights
+                or t.reward.milestone_bonus not in (None, chosen.milestone_bonus))
+
+    stale = sum(1 for t in TrajectoryStore(out) if t.reward is not None and other(t))
+    if stale:
+        console.print(f"note: {stale} episodes in {out} have rewards from other weights than this run's; "
+                      f"`trajforge grade {out}` with this run's reward flags or --config regrades them all",
+                      markup=False, highlight=False, soft_wrap=True)
 
 
 def _collect_spread(pool: list, part, processes: int, out: Path) -> None:
