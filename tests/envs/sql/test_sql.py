@@ -264,6 +264,31 @@ def test_verify_rejects_wrong_answer(env):
     ("Ana Silva", ["Ana Silva", "Ben Novak"], False),
     ("Ana Silva, Ben Novak, Zoe Blanc", ["Ana Silva", "Ben Novak"], False),
     (None, 7, False), ("7", None, False),
+    # a number with its exponent, as Python and the SQL results write one (it read as two numbers)
+    ("1e3", 1000, True), ("1.5e+16", 1.5e16, True), ("5e-05", 5e-05, True), ("2e3", 1000, False),
+    # the minus sign U+2212 (and the fullwidth one): a negative, never its absolute value
+    ("\u22127", 7, False), ("\u22127", -7, True), ("\uff0d7", -7, True),
 ])
 def test_answers_match(submitted, expected, ok):
     assert answers_match(submitted, expected) is ok
+
+
+def test_a_list_answer_with_a_long_run_of_spaces_is_graded_at_once():
+    """The list separator's surrounding ``\\s*`` was retried at every space of a run: 20,000
+    spaces took 40 s to grade, a model's megabyte of them would stall the collection."""
+    start = time.monotonic()
+    assert not answers_match("Ana Silva" + " " * 20_000 + "Ben Novak", ["Ana Silva", "Ben Novak"])
+    assert answers_match("Ana Silva ,   Ben Novak " + " " * 20_000, ["Ana Silva", "Ben Novak"])
+    assert time.monotonic() - start < 1.0
+
+
+def test_a_result_shown_with_an_exponent_holds_the_answer():
+    """Floats past 1e16 show as ``1.2e+18``: that result holds the answer (found_answer, so a right
+    answer is not graded guessed) and submitting it as shown is right."""
+    e = SqlEnv()
+    e.reset(make_task(expected=1.2e18))
+    assert "1.2e+18" in e.run_sql("SELECT COUNT(*) * 10000000000000000.0 FROM customers")
+    assert "found_answer" in e.milestones
+    e.submit_answer("1.2e+18")
+    assert e.verify().correct
+    e.close()
