@@ -138,3 +138,17 @@ def test_a_worker_that_dies_is_replaced_and_the_episode_goes_on(env):
     os.kill(db.worker_pid, signal.SIGKILL)
     result, elapsed = timed_sql(env, "SELECT count(*) FROM orders")
     assert result.ok and result.content == "count(*)\n300\n(1 row)" and elapsed < BUDGET_S
+
+
+@pytest.mark.parametrize("comment", ["[" * 19_900, "CASE " * 3_980], ids=["brackets", "case-without-end"])
+def test_checking_a_result_for_the_answer_is_linear_in_the_query(comment):
+    """After a query whose result holds the answer, the ``found_answer`` check reads the query's
+    names and literals; 20,000 unclosed ``[`` or CASEs without END in a comment made it quadratic
+    (2-3 s per call here, holding the GIL every other episode's thread needs)."""
+    e = SqlEnv(timeout_s=TIMEOUT_S)
+    e.reset(make_task(expected=120))
+    try:
+        result, elapsed = timed_sql(e, "SELECT COUNT(*) FROM customers -- " + comment)
+        assert result.ok and "found_answer" in e.milestones and elapsed < 1.0, f"took {elapsed:.1f} s"
+    finally:
+        e.close()
