@@ -105,3 +105,18 @@ def test_a_negative_time_budget_is_a_clear_error(tiny_model, sql_tasks, expert_t
         text = " ".join(res.output.split())
         assert res.exit_code == 2 and "--max-minutes must be 0 (no limit) or more, not -5" in text, text
         assert not (tmp_path / cmd[0] / "adapter_model.safetensors").exists()
+
+
+def test_negative_periods_and_a_replay_share_of_everything_are_clear_errors(tiny_model, expert_trajs, tmp_path):
+    """``--checkpoint-every -1`` checkpointed every step (N % -1 == 0), ``--eval-every -2`` evaluated
+    every other step, and ``--replay-share 1`` failed only after the replay was distilled."""
+    data = _store(tmp_path, expert_trajs[:4])
+    for flag, value, said in (("--checkpoint-every", "-1", "checkpoint_every must be 0 (off) or more"),
+                              ("--eval-every", "-2", "eval_every must be 0 (off) or more"),
+                              ("--replay-share", "1", "--replay-share: Input should be less than 1"),
+                              ("--replay-share", "-0.1", "--replay-share: Input should be greater than or equal to 0")):
+        res = runner.invoke(app, ["train", "sft", "--data", data, "--model", tiny_model,
+                                  "--out", str(tmp_path / "a"), flag, value])
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and said in text, text
+        assert not (tmp_path / "a").exists()

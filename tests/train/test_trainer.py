@@ -134,3 +134,139 @@ def test_time_budget_stops_before_a_step_that_would_overrun(tiny_model, tmp_path
     unlimited = fit(net, 3, _steps(), loss_fn, cfg.model_copy(update={"max_seconds": 0}), tmp_path / "b",
                     progress=False)
     assert len(unlimited.losses) == 3 and unlimited.stopped is None
+
+
+class _Crash(Exception):
+    pass
+
+
+def _crash_at(step_to_die):
+    def on_step(step):
+        if step == step_to_die:
+            raise _Crash  # after step 4's curves row, before any checkpoint of it
+    return on_step
+
+
+def _nan_at_step_2(model, micro, totals):
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    loss = model(_ce, ids)
+    return (loss * math.nan if micro["step"] == 1 else loss), {}
+
+
+def _curve_rows(path):
+    return [json.loads(line) for line in (path / "curves.jsonl").read_text().splitlines()]
+
+
+def test_resume_after_a_skipped_step_matches_an_uninterrupted_run(tiny_model, tmp_path):
+    """The schedule did not advance on the step the NaN guard dropped, so a resume must not advance
+    it there either; and the crashed run's rows after its checkpoint are not in the curves twice."""
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0, lr=1e-2, checkpoint_every=3)
+    net, _ = lora_model(tiny_model, cfg)
+    with pytest.raises(_Crash):
+        fit(net, 8, _steps(), _nan_at_step_2, cfg, tmp_path / "a", progress=False, on_step=_crash_at(4))
+    net, _ = lora_model(tiny_model, cfg)
+    resumed = fit(net, 8, _steps(), _nan_at_step_2, cfg, tmp_path / "a", progress=False, resume=True)
+    net, _ = lora_model(tiny_model, cfg)
+    straight = fit(net, 8, _steps(), _nan_at_step_2, cfg, tmp_path / "b", progress=False)
+    assert resumed.resumed_from == 3 and resumed.skipped_nonfinite == straight.skipped_nonfinite == 1
+    assert resumed.losses == pytest.approx(straight.losses, rel=1e-6)
+    a, b = _curve_rows(tmp_path / "a"), _curve_rows(tmp_path / "b")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 9))
+    assert [r.get("lr") for r in a] == pytest.approx([r.get("lr") for r in b])
+
+
+def test_resume_refuses_a_run_planned_otherwise(tiny_model, tmp_path):
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0, lr=1e-2, checkpoint_every=3)
+    net, _ = lora_model(tiny_model, cfg)
+    with pytest.raises(_Crash):
+        fit(net, 8, _steps(), _nan_at_step_2, cfg, tmp_path, progress=False, on_step=_crash_at(4))
+    for total, changed, named in ((8, {"lr": 1e-3}, "lr"), (8, {"grad_accum": 2}, "grad_accum"),
+                                  (10, {}, "steps")):
+        with pytest.raises(ValueError, match=f"cannot resume .*{named}"):
+            fit(net, total, _steps(), _nan_at_step_2, cfg.model_copy(update=changed), tmp_path,
+                progress=False, resume=True)
+    # A budget, the checkpoint cadence or in-loop evaluation may change on resume.
+    ok = fit(net, 8, _steps(), _nan_at_step_2, cfg.model_copy(update={"max_seconds": 600, "checkpoint_every": 2}),
+             tmp_path, progress=False, resume=True)
+    assert ok.resumed_from == 3 and len(ok.losses) == 7
+
+
+def test_resume_refuses_another_number_of_processes(tiny_model, tmp_path):
+    """A checkpoint of 2 processes has an RNG file for process 0: resumed by 1 process it loaded, and
+    the data loader skipped half the micro-batches the 2 processes had used."""
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0, lr=1e-2, checkpoint_every=3)
+    net, _ = lora_model(tiny_model, cfg)
+    with pytest.raises(_Crash):
+        fit(net, 8, _steps(), _nan_at_step_2, cfg, tmp_path, progress=False, on_step=_crash_at(4))
+    state_file = Checkpointer(tmp_path / "checkpoints").latest() / "state.json"
+    state = json.loads(state_file.read_text())
+    state["processes"] = 2  # as 2 processes write it
+    for record in (state, {k: v for k, v in state.items() if k != "plan"}):  # with and without a plan
+        if "plan" in record:
+            record["plan"]["processes"] = 2
+        state_file.write_text(json.dumps(record))
+        with pytest.raises(ValueError, match="processes: 2 then, 1 now"):
+            fit(net, 8, _steps(), _nan_at_step_2, cfg, tmp_path, progress=False, resume=True)
+
+
+def test_an_earlier_runs_later_checkpoints_do_not_prune_this_runs(tiny_model, tmp_path):
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0)
+    net, _ = lora_model(tiny_model, cfg)
+    opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad])
+    ckpt = Checkpointer(tmp_path, keep=2)
+    for step in (8, 10):  # a longer run in the same folder
+        ckpt.save(step, net, opt, {})
+    ckpt.save(2, net, opt, {})  # a fresh run's first checkpoint
+    assert ckpt.latest() is not None and ckpt.latest().name == "step-000002"
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000002"]
+    ckpt.save(4, net, opt, {})
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000002", "step-000004"]
+
+
+def test_a_save_killed_midway_leaves_the_previous_adapter_whole(tiny_model, tmp_path, monkeypatch):
+    """The adapter folder is replaced at the end of a save: a kill while its files were written left
+    new weights under the previous run's meta (or a torn weights file)."""
+    from trajforge.policies.hf import ADAPTER_META
+    from trajforge.train.adapter import save_adapter
+
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.0)
+    net, tok = lora_model(tiny_model, cfg)
+    save_adapter(net, tok, tmp_path, {"recipe": "sft", "run": 1})
+    before = load_file(str(tmp_path / "adapter_model.safetensors"))
+    with torch.no_grad():
+        for p in net.parameters():
+            if p.requires_grad:
+                p.add_(1.0)  # the second run's weights
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # stands for the SIGKILL that interrupts writing the tokenizer files
+
+    monkeypatch.setattr(type(tok), "save_pretrained", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_adapter(net, tok, tmp_path, {"recipe": "sft", "run": 2})
+    after = load_file(str(tmp_path / "adapter_model.safetensors"))
+    assert json.loads((tmp_path / ADAPTER_META).read_text())["run"] == 1
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    monkeypatch.undo()
+    save_adapter(net, tok, tmp_path, {"recipe": "sft", "run": 2})  # the rerun completes the save
+    assert json.loads((tmp_path / ADAPTER_META).read_text())["run"] == 2
+    saved = load_file(str(tmp_path / "adapter_model.safetensors"))
+    assert all(not torch.equal(before[k], saved[k]) for k in before)
+    assert not list(tmp_path.glob(".adapter-staging*"))
+
+
+def test_sft_counts_the_tokens_of_the_steps_it_took_when_a_budget_stops_it(tiny_model, expert_trajs, tmp_path,
+                                                                           monkeypatch):
+    import trajforge.train.loop as loop
+    from trajforge.train.sft import SFTConfig, train_sft
+
+    cfg = SFTConfig(r=4, lr=1e-3, batch_size=2, grad_accum=1, replay_share=0.0, gradient_checkpointing=False)
+    two = train_sft(expert_trajs[:8], tiny_model, tmp_path / "a", cfg.model_copy(update={"max_steps": 2}),
+                    progress=False)
+    monkeypatch.setattr(loop, "out_of_time", lambda began, done, budget: done >= 2)  # the budget ends at 2 steps
+    stopped = train_sft(expert_trajs[:8], tiny_model, tmp_path / "b", cfg.model_copy(update={"max_seconds": 1}),
+                        progress=False)
+    assert stopped.stopped == "time budget" and stopped.steps == two.steps == 2
+    assert (stopped.tokens, stopped.loss_tokens) == (two.tokens, two.loss_tokens)
+    meta = json.loads((tmp_path / "b" / "trajforge_adapter.json").read_text())
+    assert meta["result"]["tokens"] == two.tokens

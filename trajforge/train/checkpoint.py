@@ -77,9 +77,13 @@ class Checkpointer:
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
             _atomic_write(self.root / "latest", final.name)
-            self._prune()
+            self._prune(step)
         self._barrier()
         return final
+
+    def state(self, path: Path) -> dict[str, Any]:
+        """A checkpoint's ``state.json`` (step, result, plan), without loading anything."""
+        return json.loads((path / "state.json").read_text())
 
     def load(self, path: Path, net, opt) -> dict[str, Any]:
         from peft import set_peft_model_state_dict
@@ -88,7 +92,7 @@ class Checkpointer:
         device = next(p for p in net.parameters() if p.requires_grad).device
         adapter = {k: v.to(device) for k, v in load_file(str(path / "adapter.safetensors")).items()}
         set_peft_model_state_dict(net, adapter)
-        state = json.loads((path / "state.json").read_text())
+        state = self.state(path)
         # Loaded on the CPU: torch's load_state_dict moves moments to their parameters' device and
         # keeps Adam's step counters where it wants them.
         _load_optimizer(opt, load_file(str(path / "optimizer.safetensors")), state["param_groups"])
@@ -100,9 +104,14 @@ class Checkpointer:
         random.setstate(_tuplify(state["python_rng"]))
         return state
 
-    def _prune(self) -> None:
-        steps = sorted(p for p in self.root.glob("step-*") if p.is_dir())
-        for old in steps[: -self.keep]:
+    def _prune(self, current: int) -> None:
+        """Keep the ``keep`` newest checkpoints up to ``current``. One of a later step is an earlier
+        run's in the same folder (this run writes its steps in order): left there, it would sort
+        after this run's and prune them, ``latest`` pointing at a deleted folder."""
+        steps = sorted((int(p.name[5:]), p) for p in self.root.glob("step-*")
+                       if p.is_dir() and p.name[5:].isdigit())
+        later = [p for n, p in steps if n > current]
+        for old in later + [p for n, p in steps if n <= current][: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
 
 

@@ -15,7 +15,9 @@ CURVES = "curves.jsonl"
 
 
 class Curves:
-    def __init__(self, out_dir: str | Path, recipe: str, append: bool = False):
+    def __init__(self, out_dir: str | Path, recipe: str, append: bool = False, upto: int | None = None):
+        """``append``: a resumed run continues the file; ``upto``: the step it resumes from (rows
+        of later steps are the killed run's, logged after its checkpoint, and are logged again)."""
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / CURVES
@@ -24,6 +26,8 @@ class Curves:
             self.path.unlink()  # a fresh run starts fresh curves; a resumed one continues them
         elif self.path.exists():
             _end_last_line(self.path)
+            if upto is not None:
+                _drop_after(self.path, upto)
         self._tb = _tensorboard(self.dir / "tb")
 
     def log(self, step: int, **scalars: float) -> None:
@@ -64,6 +68,24 @@ def _end_last_line(path: Path) -> None:
         return
     with open(path, "ab") as f:
         f.write(b"\n")
+
+
+def _drop_after(path: Path, step: int) -> None:
+    """Rewrite the file (atomically) without its rows of steps after ``step``."""
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not _after(line, step)]
+    if len(kept) < len(lines):
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(kept))
+        tmp.replace(path)
+
+
+def _after(line: str, step: int) -> bool:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and isinstance(row.get("step"), (int, float)) and row["step"] > step
 
 
 def read_curves(path: str | Path) -> list[dict[str, Any]]:

@@ -23,11 +23,13 @@ loss is; the rest lives here once:
   optimizer files, the final adapter. The time budget is decided on the main process and
   broadcast, so processes never stop on different steps.
 - Checkpoints (``train/checkpoint.py``) are safetensors + JSON; ``resume=True`` continues from
-  the latest one and reproduces an uninterrupted run.
+  the latest one and reproduces an uninterrupted run. A checkpoint records the run's plan (steps,
+  processes, settings) and a resume planned otherwise is refused (``RESUMABLE_CHANGES`` may differ).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -207,14 +209,18 @@ def fit(net, total: int, batches: StepBatches, loss_fn: LossFn, cfg: LoraSetting
     model, opt, sched = rt.acc.prepare(objective(net), opt, sched)
     ckpt = Checkpointer(out / CHECKPOINTS, keep=cfg.keep_checkpoints, runtime=rt)
     start, result = 0, FitResult(losses=[])
-    if resume and ckpt.latest() is not None:
-        state = ckpt.load(ckpt.latest(), net, opt)
+    plan = run_plan(cfg, total, rt.world)
+    latest = ckpt.latest() if resume else None
+    if latest is not None:
+        check_plan(ckpt.state(latest), plan, latest)
+        state = ckpt.load(latest, net, opt)
         start, result = state["step"], FitResult(**state["result"])
         result.resumed_from = start
-        for _ in range(start):
-            sched.step()  # the schedule is a pure function of the step
+        # The schedule advances only on steps taken: a step the NaN guard dropped left it where it was.
+        for _ in range(start - result.skipped_nonfinite):
+            sched.step()
     batches.prepare(rt, start)
-    curves = Curves(out, name, append=start > 0) if rt.is_main else None
+    curves = Curves(out, name, append=start > 0, upto=start) if rt.is_main else None
     memory = PeakMemory(rt.device)
     net.train()
     began = time.perf_counter()
@@ -251,13 +257,41 @@ def fit(net, total: int, batches: StepBatches, loss_fn: LossFn, cfg: LoraSetting
                 if metrics and curves:
                     curves.log_eval(step + 1, metrics)
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < total:
-                ckpt.save(step + 1, net, opt, {"result": result.model_dump()})
+                ckpt.save(step + 1, net, opt, {"result": result.model_dump(), "plan": plan})
             advance(1)
     net.eval()
     result.peak_memory_gb = memory.sample()
     if curves:
         curves.close()
     return result
+
+
+RESUMABLE_CHANGES = frozenset({"max_seconds", "eval_every", "checkpoint_every", "keep_checkpoints", "device",
+                               "rollout_server"})
+"""Settings a resumed run may change: budgets, bookkeeping and where it runs. Any other one would
+change the data, the schedule or the loss of the steps still to come."""
+
+
+def run_plan(cfg: LoraSettings, total: int, world: int) -> dict[str, Any]:
+    """What a checkpoint must share with the run resuming from it (JSON, as stored)."""
+    settings = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
+    return json.loads(json.dumps({"steps": total, "processes": world, "settings": settings}))
+
+
+def check_plan(state: dict[str, Any], plan: dict[str, Any], where: Path) -> None:
+    """Refuse to resume from a checkpoint (its ``state.json``) of a run planned otherwise: its steps
+    would silently mix two runs (another schedule length, batch, data order or number of
+    processes). Of a checkpoint from before plans were recorded only the processes are checked."""
+    saved = state.get("plan") or {"processes": state.get("processes", 1)}
+    differ = [f"{k}: {saved[k]!r} then, {plan[k]!r} now" for k in ("steps", "processes")
+              if k in saved and saved[k] != plan[k]]
+    old, new = saved.get("settings"), plan["settings"]
+    if old is not None:
+        differ += [f"{k}: {old.get(k)!r} then, {new.get(k)!r} now" for k in sorted(set(old) | set(new))
+                   if old.get(k) != new.get(k)]
+    if differ:
+        raise ValueError(f"cannot resume from {where}: the run is planned differently ({'; '.join(differ)}); "
+                         "resume with the same settings, or start afresh without resume")
 
 
 def accumulate_step(rt: Runtime, model, micro: list[Any], loss_fn: LossFn) -> tuple[float, dict[str, float]]:

@@ -84,8 +84,10 @@ class LoraSettings(BaseModel):
         for name in ("r", "batch_size", "grad_accum", "max_len"):
             if getattr(self, name) is not None and getattr(self, name) < 1:  # SFT: None = derived
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.lora_layers < 0:
-            raise ValueError(f"lora_layers must be 0 (every layer) or more, got {self.lora_layers}")
+        # A negative period was taken as a period: --checkpoint-every -1 checkpointed every step.
+        for name, zero in (("lora_layers", "every layer"), ("checkpoint_every", "off"), ("eval_every", "off")):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 ({zero}) or more, got {getattr(self, name)}")
         if self.alpha is None:
             self.alpha = 2 * self.r  # recorded concretely in the adapter's meta
         return self

@@ -61,7 +61,7 @@ class SFTConfig(LoraSettings):
     canonical: bool = True
     """Train turns whose raw text the parser repaired in the dialect's canonical call format
     (``train/sequences.canonical_calls``); the stored raw text is unchanged."""
-    replay_share: float = 0.3
+    replay_share: float = Field(0.3, ge=0, lt=1)
     """Share of each epoch made of self-distilled general-instruction replay samples (against
     forgetting; 0 turns it off)."""
     dialect: str | None = None
@@ -270,7 +270,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
                                                                      "demo_pool": shown.file})
     hook = evaluator.hook(net, tok) if evaluator else None
     fitted = fit(net, total, batches, loss_fn, cfg, out_dir, "sft", progress, resume, hook, runtime)
-    used = [samples[i] for rows in micro[: total * cfg.grad_accum * runtime.world] for i in rows]
+    ran = len(fitted.losses) + fitted.skipped_nonfinite  # all steps taken (a time budget may stop early)
+    used = [samples[i] for rows in micro[: ran * cfg.grad_accum * runtime.world] for i in rows]
     result = SFTResult(
         adapter_dir=str(out_dir), samples=len(samples), skipped=skipped,
         tokens=sum(len(s.input_ids) for s in used), loss_tokens=sum(sum(s.loss_mask) for s in used),
