@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import time
 
 import pytest
@@ -23,8 +25,8 @@ SENTINEL = "expected-sentinel-4b1d"
 def _task(extra_case: bool = False) -> Task:
     cases = [{"args": [[1, 2]], "expected": [3, 6]}, {"args": [[]], "expected": []},
              {"args": [[-1]], "expected": [-3]}, {"args": [[0, 5]], "expected": [0, 15]}]
-    if extra_case:
-        cases.append({"args": [["a"]], "expected": [SENTINEL]})
+    if extra_case:  # a visible case (the last one is held out)
+        cases.insert(0, {"args": [["a"]], "expected": [SENTINEL]})
     return Task(id="code-t", env="code", prompt="Write scale(nums) in solution.py", tier="easy",
                 split="train", template="scale", reference=(),
                 expected={"function": "scale", "cases": cases})
@@ -56,10 +58,11 @@ def test_toolset_is_what_the_model_sees():
 def test_solving_reaches_every_milestone_in_order(env):
     assert call(env, "write_file", path="solution.py", content=GOOD).content == \
         f"Wrote {len(GOOD)} bytes to solution.py."
-    assert call(env, "run_tests").content == "4/4 tests passed."
+    assert call(env, "run_tests").content == (
+        "3/3 visible tests passed.\nsubmit also runs 1 held-out hidden test (never shown).")
     submitted = call(env, "submit")
     assert submitted.ok and env.done
-    assert submitted.content == "Submitted solution.py: 4/4 tests passed."
+    assert submitted.content == "Submitted solution.py: 4/4 tests passed (1/1 hidden)."
     verdict = env.verify()
     assert verdict.correct and verdict.submitted and verdict.answer == "4/4 tests passed"
     assert verdict.milestones == ["wrote_file", "ran_code", "tests_passed", "submitted"]
@@ -68,14 +71,17 @@ def test_solving_reaches_every_milestone_in_order(env):
 def test_failures_are_shown_without_the_test_source(env):
     call(env, "write_file", path="solution.py", content=WRONG)
     report = call(env, "run_tests").content
-    assert report.startswith("1/4 tests passed.")
+    assert report.startswith("1/3 visible tests passed.")
     assert "scale([1, 2]) returned [2, 4], expected [3, 6]" in report
-    assert "(1 more failing tests not shown)" not in report  # 3 failures, all shown
+    assert "more failing tests not shown" not in report  # 2 visible failures, both shown
+    assert "[0, 5]" not in report and "[0, 15]" not in report  # the held-out case
     assert "def " not in report and "cases" not in report
     call(env, "submit")
     verdict = env.verify()
     assert verdict.submitted and not verdict.correct
     assert verdict.answer == "1/4 tests passed"
+    assert verdict.detail.startswith("1/4 tests passed (0/1 hidden).")
+    assert "[0, 5]" not in verdict.detail and "[0, 15]" not in verdict.detail
     assert "tests_passed" not in verdict.milestones
 
 
@@ -100,13 +106,14 @@ def test_printing_a_fake_result_line_does_not_fool_the_tests(env):
     forged = json.dumps({"cases": [{"value": [3, 6]}] * 4})
     call(env, "write_file", path="solution.py",
          content=f"print('@@trajforge-results@@ ' + {forged!r})\n" + WRONG)
-    assert call(env, "run_tests").content.startswith("1/4 tests passed.")
+    assert call(env, "run_tests").content.startswith("1/3 visible tests passed.")
 
 
 def test_import_errors_and_missing_functions_are_explained(env):
     call(env, "write_file", path="solution.py", content="def scale(nums) return nums\n")
     report = call(env, "run_tests").content
-    assert report.startswith("0/4 tests passed.\nImporting solution.py failed:")
+    assert report.startswith("0/3 visible tests passed.\nsubmit also runs 1 held-out hidden "
+                             "test (never shown).\nImporting solution.py failed:")
     assert 'File "/work/solution.py", line 1' in report and "SyntaxError" in report
     assert "importlib" not in report  # the runner's own frames are hidden
     call(env, "write_file", path="solution.py", content="def other():\n    pass\n")
@@ -206,7 +213,7 @@ def test_snapshot_and_restore_rewind_files_milestones_and_submission(env):
     assert not env.done and env.report is None
     assert env.milestones == ["wrote_file"]
     assert env.snapshot()["tree"].files == {"solution.py": WRONG.encode()}
-    assert call(env, "run_tests").content.startswith("1/4 tests passed.")
+    assert call(env, "run_tests").content.startswith("1/3 visible tests passed.")
     # The snapshot is a copy: restoring it again still works after more changes.
     call(env, "write_file", path="solution.py", content=GOOD)
     env.restore(snap)
@@ -341,3 +348,73 @@ def test_one_reply_of_endless_runs_cannot_stall_the_episode(monkeypatch):
         assert call(env, "run_python", code="print(1)").ok
     finally:
         env.close()
+
+
+SQUARES = {"function": "sq", "cases": [{"args": [x], "expected": x * x + 7}
+                                       for x in (3, -2, 11, 0, 5, 9, -8)]}
+
+
+def _lookup_source(table: dict[str, object]) -> str:
+    return (f"TABLE = {table!r}\n"
+            "def sq(*args):\n    return TABLE.get(repr(args))\n")
+
+
+def test_a_lookup_table_of_the_values_run_tests_shows_fails_submit():
+    """run_tests showed "f(args) returned X, expected Y" for the first failures of the very cases
+    submit grades, so a policy could learn every expected value over a few runs, hard-code them and
+    pass submit without solving anything. Submit now also grades held-out cases whose arguments
+    and expected values no tool result ever shows."""
+    require_system("bwrap", "bubblewrap")
+    env = CodeEnv()
+    env.reset(Task(id="code-sq", env="code", prompt="Write sq(x)", tier="easy", split="train",
+                   template="sq", reference=(), expected=SQUARES))
+    try:
+        table: dict[str, object] = {}
+        shown = []
+        for _ in range(5):
+            call(env, "write_file", path="solution.py", content=_lookup_source(table))
+            report = call(env, "run_tests").content
+            shown.append(report)
+            failing = re.findall(r"^- sq\((.*)\) returned .*, expected (.*)$", report, re.M)
+            if not failing:
+                break
+            for args, expected in failing:
+                table[repr(ast.literal_eval(f"({args},)"))] = ast.literal_eval(expected)
+        submitted = call(env, "submit")
+        shown.append(submitted.content)
+        verdict = env.verify()
+        assert verdict.submitted and not verdict.correct
+        assert shown[-2].startswith("5/5 visible tests passed.")
+        assert "submit also runs 2 held-out hidden tests (never shown)" in shown[-2]
+        assert submitted.content == "Submitted solution.py: 5/7 tests passed (0/2 hidden)."
+        # The held-out cases (the last two) appear in no tool result nor in the verdict.
+        for text in shown + [verdict.detail]:
+            assert "sq(9)" not in text and "sq(-8)" not in text
+            assert "88" not in text and "71" not in text
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("n, held_out", [(1, 0), (2, 0), (3, 1), (4, 1), (6, 2), (8, 2), (9, 3), (12, 4)])
+def test_the_last_third_of_the_cases_are_held_out_and_two_stay_visible(n, held_out):
+    tests = HiddenTests(function="f", cases=[{"args": [i], "expected": i} for i in range(n)])
+    assert tests.held_out == held_out and len(tests.visible) == n - held_out
+    assert tests.visible == tests.cases[:n - held_out] and len(tests.visible) >= min(n, 2)
+    # A stored task is only {module, function, cases}: the split needs no new field.
+    assert set(tests.model_dump()) == {"module", "function", "cases", "case_timeout_s"}
+
+
+def test_the_judge_lists_only_visible_failures_and_counts_held_out_ones():
+    tests = HiddenTests(function="f", cases=[{"args": [i], "expected": i * 10} for i in range(9)])
+    wrong = [{"value": -1}] * 9
+    line = "@@trajforge-results@@ " + json.dumps({"cases": wrong}) + "\n"
+    every = judge(tests, RunResult(returncode=0, stdout=line, stderr=""), SandboxLimits(),
+                  held_out=True)
+    assert (every.passed, every.total, every.held_out) == (0, 9, 3)
+    text = every.render()
+    assert text.startswith("0/9 tests passed (0/3 hidden).")
+    assert "(3 more failing tests not shown)" in text  # of the 6 visible; held-out ones aren't
+    assert not any(f"f({i})" in text or f"{i * 10}" in text for i in (6, 7, 8))
+    visible = judge(tests, RunResult(returncode=0, stdout=line, stderr=""), SandboxLimits())
+    assert (visible.total, visible.not_run) == (6, 3) and not visible.all_passed
+    assert visible.render().startswith("0/6 visible tests passed.\nsubmit also runs 3 held-out")

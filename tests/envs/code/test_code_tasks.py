@@ -14,12 +14,14 @@ from trajforge.harness.loop import HarnessConfig, run_episodes
 from trajforge.policies import make_policy
 from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.tasks import synthesize
+from trajforge.envs.code.hidden import HiddenTests
 from trajforge.envs.code.tasks import (
     TEMPLATES,
     TEMPLATES_BY_ID,
     build_task,
     generate_code_tasks,
     hidden_tests,
+    pick_example,
     task_id,
 )
 
@@ -80,6 +82,19 @@ def test_reference_plan_is_write_run_tests_submit(pool):
         # The prompt shows one example, not the hidden tests.
         assert task.prompt.count("Example: `") == 1
         assert len(task.expected["cases"]) >= 6
+        # The expert counts the tests run_tests runs: the visible ones, not the held-out ones.
+        tests = HiddenTests.model_validate(task.expected)
+        assert tests.held_out >= 2
+        assert task.reasoning[2] == f"All {len(tests.visible)} tests pass, so I'll submit."
+
+
+def test_the_prompt_example_is_a_visible_case(pool, one_per_template):
+    """A held-out case's arguments and value appear nowhere the model reads, the prompt included."""
+    for task in pool.tasks + one_per_template:
+        tests = HiddenTests.model_validate(task.expected)
+        example = pick_example(tests.visible)
+        call = f"{tests.function}({', '.join(map(repr, example.args))})"
+        assert f"Example: `{call}` returns `{example.expected!r}`." in task.prompt
 
 
 def test_every_template_reference_passes_its_hidden_tests(one_per_template):
@@ -90,8 +105,13 @@ def test_expert_solves_every_kept_task_through_the_harness(pool, one_per_templat
     tasks = pool.tasks + one_per_template
     trajs = run_episodes(tasks, make_policy("expert"), HarnessConfig(max_turns=5))
     assert len(trajs) == len(tasks)
+    by_id = {t.id: t for t in tasks}
     for traj in trajs:
         assert traj.verdict.correct, (traj.task_id, traj.verdict.detail)
+        # What the expert says after run_tests matches what run_tests showed it.
+        visible = len(HiddenTests.model_validate(by_id[traj.task_id].expected).visible)
+        shown = next(m.content for m in traj.messages if m.role == "tool" and "visible" in m.content)
+        assert shown.startswith(f"{visible}/{visible} visible tests passed."), shown
         assert traj.end == "submitted"
         assert traj.verdict.milestones == ["wrote_file", "ran_code", "tests_passed",
                                               "submitted"]

@@ -1,14 +1,16 @@
 """Code environment: write a Python function in a sandboxed work directory until hidden tests pass.
 
 Tools: ``write_file`` (host-side, symlink-safe), ``run_python`` (code or a file, in the sandbox),
-``run_tests`` (the task's hidden unit tests against the model's module: counts and the first
-failures, never the test source) and ``submit`` (runs the hidden tests one last time and ends the
-episode). Milestones, in order: wrote_file, ran_code, tests_passed, submitted. ``verify``: correct
-iff every hidden test passed on the submitted code. ``run_python`` and ``run_tests`` share a
+``run_tests`` (the task's *visible* unit tests against the model's module: counts and the first
+failures, never the test source) and ``submit`` (runs every test, the held-out ones too, and ends
+the episode). Milestones, in order: wrote_file, ran_code, tests_passed (every test the run ran
+passed), submitted. ``verify``: correct iff every test, held-out ones included, passed on the
+submitted code. ``run_python`` and ``run_tests`` share a
 per-episode run-time budget (``RUN_BUDGET_RUNS``); ``submit`` always runs.
 
-A task's hidden tests live in ``Task.expected`` (``hidden.py``: cases, the in-sandbox runner and
-the host-side judge); only their *arguments* ever enter the sandbox.
+A task's hidden tests live in ``Task.expected`` (``hidden.py``: cases, which of them are held
+out, the in-sandbox runner and the host-side judge); only their *arguments* ever enter the
+sandbox, and a held-out case's only when the episode ends.
 
 Each instance owns a fresh work directory (``close()`` removes it) and a ``Sandbox``
 (``sandbox.py``); building the sandbox in ``reset`` runs the once-per-process self-test, so a
@@ -146,7 +148,8 @@ class CodeEnv(Environment):
         return (super().describe_for_synthesis() + " For this environment `expected` is REQUIRED: the "
                 "hidden unit tests, as {\"module\": \"solution\", \"function\": NAME, \"cases\": "
                 "[{\"args\": [...], \"expected\": VALUE}, ...]} with at least 4 cases whose expected "
-                "values differ. The plan writes the reference solution to solution.py, runs the tests "
+                "values differ. The last third of the cases are held out (only submit runs them, "
+                "and nothing shows them), so list edge cases first. The plan writes the reference solution to solution.py, runs the tests "
                 "and submits; the task is kept only if that solution passes every case.")
 
     def verify(self) -> Verdict:
@@ -221,20 +224,24 @@ class CodeEnv(Environment):
 
     def run_tests(self) -> str:
         """Run the hidden unit tests on your solution and show how many pass."""
+        # Only the visible ones; the report says submit also runs held-out ones. (The docstring,
+        # which the model reads as the tool's description, is kept so the toolset's fingerprint
+        # stays that of stored data and trained adapters.)
         self._check_budget()
-        report = self._test()
+        report = self._test(held_out=False)
         if report.all_passed:
             self.reach("tests_passed")
         return report.render()
 
     def submit(self) -> str:
         """Submit your solution: the hidden tests run one last time and the episode ends."""
-        report = self._test()
+        # Every test, the held-out ones too; the result shows counts only.
+        report = self._test(held_out=True)
         if report.all_passed:
             self.reach("tests_passed")
         self.report = report
         self.reach("submitted")
-        return f"Submitted {self._tests().path}: {report.passed}/{report.total} tests passed."
+        return f"Submitted {self._tests().path}: {report.summary()}."
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -286,19 +293,21 @@ class CodeEnv(Environment):
                         f"directory (limit {MAX_WORKDIR_BYTES} bytes, {MAX_WORKDIR_ENTRIES} "
                         "files); its file changes were undone]")
 
-    def _test(self) -> TestReport:
-        """Run the hidden tests against the work directory's module."""
+    def _test(self, held_out: bool) -> TestReport:
+        """Run the visible tests (or all, ``held_out``) against the work directory's module;
+        a held-out case's arguments enter the sandbox only with ``held_out``."""
         tests = self._tests()
         if not workdir.has_file(self._require_dir(), tests.path):
             raise ToolError(f"no {tests.path} in the work directory ({self._files()}); write "
                             "your solution there with write_file first", kind="not_found")
         spec = {"module": tests.module, "function": tests.function,
-                "timeout": tests.case_timeout_s, "args": [c.args for c in tests.cases]}
+                "timeout": tests.case_timeout_s,
+                "args": [c.args for c in (tests.cases if held_out else tests.visible)]}
         # Results are small (values are capped in the runner); the printed output is not.
         result, note = self._run(["-c", RUNNER], stdin=json.dumps(spec).encode(),
                                  output_bytes=max(self.limits.output_bytes, 256_000))
         self.reach("ran_code")
-        return judge(tests, result, self.limits, note)
+        return judge(tests, result, self.limits, note, held_out=held_out)
 
 
 def _source_bytes(text: str, what: str, nul_ok: bool = False) -> bytes:

@@ -2,7 +2,12 @@
 sandbox, and the judge that compares what it returned on the host.
 
 ``HiddenTests`` (stored as ``Task.expected``) holds the module and function name and a list of
-cases, each arguments + expected return value. Only the *arguments* enter the sandbox; the runner
+cases, each arguments + expected return value. As in code benchmarks, some cases are *visible*
+(``run_tests`` runs them and shows failing ones) and the last few are *held out*
+(``held_out_count``): only ``submit`` runs them, and no report ever shows their arguments or
+expected values. Were every graded case shown, a policy could read the expected values off a few
+``run_tests`` failures, return them from a lookup table and pass ``submit`` without solving
+anything. Only the *arguments* enter the sandbox; the runner
 there imports the model's module, calls the function on each case (with a per-case timer) and
 reports the return values as JSON on stdout, while anything the model's code prints is diverted
 to stderr. The host compares those values with the expected ones (``judge``), so code that tampers
@@ -35,6 +40,12 @@ class TestCase(BaseModel):
     """Positional arguments (JSON values)."""
     expected: Any
     """The return value a correct function gives (a JSON value)."""
+
+
+def held_out_count(n: int) -> int:
+    """How many of ``n`` cases are held out (the last ones): a third, at least one once there are
+    3 cases, so at least 2 stay visible; none of 1 or 2 (too few to hold any back)."""
+    return max(1, n // 3) if n >= 3 else 0
 
 
 class HiddenTests(BaseModel):
@@ -77,6 +88,17 @@ class HiddenTests(BaseModel):
     def path(self) -> str:
         return f"{self.module}.py"
 
+    @property
+    def held_out(self) -> int:
+        """How many of the last cases only ``submit`` runs (derived from the case count, so tasks
+        stored before the split grade the same way)."""
+        return held_out_count(len(self.cases))
+
+    @property
+    def visible(self) -> list[TestCase]:
+        """The cases ``run_tests`` runs and shows."""
+        return self.cases[:len(self.cases) - self.held_out]
+
 
 class TestReport(BaseModel):
     """The outcome of one run of the hidden tests."""
@@ -86,7 +108,12 @@ class TestReport(BaseModel):
     passed: int = 0
     total: int = 0
     failures: list[str] = Field(default_factory=list)
-    """The first SHOWN_FAILURES failing cases, as the model reads them."""
+    """The first SHOWN_FAILURES failing visible cases, as the model reads them."""
+    held_out: int = 0
+    """Held-out cases among ``total`` (a submit run): counted, never shown."""
+    held_out_passed: int = 0
+    not_run: int = 0
+    """Held-out cases this run left for ``submit`` (a ``run_tests`` run)."""
     error: str = ""
     """Why no case could run (import failed, timeout...), when that happened."""
     output: str = ""
@@ -96,26 +123,43 @@ class TestReport(BaseModel):
     def all_passed(self) -> bool:
         return self.total > 0 and self.passed == self.total and not self.error
 
+    def summary(self) -> str:
+        """``5/7 tests passed (1/2 hidden)`` (a submit run), ``3/3 visible tests passed`` (a
+        run_tests run that left hidden tests for submit) or ``4/4 tests passed``."""
+        if self.held_out:
+            return (f"{self.passed}/{self.total} tests passed "
+                    f"({self.held_out_passed}/{self.held_out} hidden)")
+        return f"{self.passed}/{self.total} {'visible ' if self.not_run else ''}tests passed"
+
     def render(self) -> str:
-        lines = [f"{self.passed}/{self.total} tests passed."]
+        lines = [self.summary() + "."]
+        if self.not_run:
+            lines.append(f"submit also runs {self.not_run} held-out hidden "
+                         f"test{'s' if self.not_run != 1 else ''} (never shown).")
         if self.error:
             lines.append(self.error)
         if self.failures:
             lines.append("Failures:")
             lines += [f"- {f}" for f in self.failures]
-            hidden = self.total - self.passed - len(self.failures)
-            if hidden > 0:
-                lines.append(f"({hidden} more failing tests not shown)")
+            failed_hidden = self.held_out - self.held_out_passed
+            more = self.total - self.passed - failed_hidden - len(self.failures)
+            if more > 0:
+                lines.append(f"({more} more failing tests not shown)")
         if self.output.strip():
             lines.append("Your code printed:\n" + self.output.rstrip())
         return "\n".join(lines)
 
 
 def judge(tests: HiddenTests, result: RunResult, limits: SandboxLimits,
-          note: str = "") -> TestReport:
-    """Compare the runner's reported values with the expected ones."""
+          note: str = "", held_out: bool = False) -> TestReport:
+    """Compare the runner's reported values with the expected ones: of the visible cases, or of
+    every case (``held_out``: the run was given all their arguments, as ``submit`` gives). Only
+    visible cases are ever shown; held-out ones are only counted."""
     output = _cap(result.stderr, limits.output_bytes) + note
-    total = len(tests.cases)
+    cases = tests.cases if held_out else tests.visible
+    shown = len(tests.visible)
+    counts = {"total": len(cases), "held_out": len(cases) - shown,
+              "not_run": len(tests.cases) - len(cases)}
     reported = read_report(result.stdout, _RESULT_MARK)  # bounded: the line came from the sandbox
     if reported is None:
         if result.timed_out:
@@ -124,27 +168,29 @@ def judge(tests: HiddenTests, result: RunResult, limits: SandboxLimits,
         else:
             error = ("The test run ended before reporting any result "
                      f"{result.describe(limits)} (did the code exit the process?).")
-        return TestReport(total=total, error=error, output=output)
+        return TestReport(**counts, error=error, output=output)
     if isinstance(reported, Unreadable):  # counts against the solution, never as a fault
-        return TestReport(total=total, output=output, error=(
+        return TestReport(**counts, output=output, error=(
             f"The test results could not be read ({reported.reason}), so no test counts as "
             "passed. Don't write to the test runner's output."))
     if reported.error:
-        return TestReport(total=total, error=reported.error, output=output)
+        return TestReport(**counts, error=reported.error, output=output)
     outcomes = reported.cases
-    passed, failures = 0, []
-    for i, case in enumerate(tests.cases):
+    passed, held_out_passed, failures = 0, 0, []
+    for i, case in enumerate(cases):
         got = outcomes[i] if i < len(outcomes) else {}
         call = f"{tests.function}({_show_args(case.args)})"
         if "value" in got and same_value(got["value"], case.expected):
             passed += 1
-        elif len(failures) < SHOWN_FAILURES:
+            held_out_passed += i >= shown
+        elif i < shown and len(failures) < SHOWN_FAILURES:
             if "value" in got:
                 failures.append(f"{call} returned {_show(got['value'])}, "
                                 f"expected {_show(case.expected)}")
             else:
                 failures.append(f"{call} {got.get('error', 'did not run')}")
-    return TestReport(passed=passed, total=total, failures=failures, output=output)
+    return TestReport(**counts, passed=passed, held_out_passed=held_out_passed,
+                      failures=failures, output=output)
 
 
 def same_value(got: Any, expected: Any) -> bool:

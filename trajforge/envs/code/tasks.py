@@ -2,11 +2,13 @@
 
 ``generate_code_tasks(n, seed)`` fills templates with parameter values (a multiplier, a letter,
 a separator, a modulus...), builds each task's hidden tests — arguments drawn from a generator
-seeded by the task id, expected values from the template's *oracle*, a trusted Python function
-here in the generator — and a reference solution: the expert's ``write_file`` of the template's
-solution source, ``run_tests``, ``submit``. The reference is executed in a real sandboxed
-``CodeEnv`` and the task kept only if ``verify()`` accepts it, so every kept task has been solved
-once by code that is not the oracle (two independent implementations agree on every case).
+seeded by the task id, edge cases first, expected values from the template's *oracle*, a trusted
+Python function here in the generator; the last third are held out from ``run_tests`` and from
+the prompt's example (``hidden.held_out_count``) — and a reference solution: the expert's
+``write_file`` of the template's solution source, ``run_tests``, ``submit``. The reference is
+executed in a real sandboxed ``CodeEnv`` and the task kept only if ``verify()`` accepts it, so
+every kept task has been solved once by code that is not the oracle (two independent
+implementations agree on every case).
 Model-written code never runs here; the oracle and the solution sources are ours.
 
 Drop reasons: ``duplicate`` (same template and values), ``weak_tests`` (every case expects the
@@ -98,7 +100,7 @@ def build_task(template: Template, params: dict[str, Any], split: Split, world: 
     tests = hidden_tests(template, params, world)
     if len({json.dumps(c.expected) for c in tests.cases}) < 2:
         return "weak_tests"
-    example = pick_example(tests.cases)
+    example = pick_example(tests.visible)  # a held-out case stays out of everything the model reads
     call = f"{template.function}({', '.join(map(repr, example.args))})"
     prompt = (f"Write a Python function `{template.function}({template.signature})` in "
               f"{tests.path} that {template.spec.format(**values)}\n\n"
@@ -112,7 +114,7 @@ def build_task(template: Template, params: dict[str, Any], split: Split, world: 
     plan = template.plan.format(**values)
     reasoning = (f"I'll write {template.function} in {tests.path}: {plan}.",
                  "Now I'll run the hidden tests to check it.",
-                 f"All {len(tests.cases)} tests pass, so I'll submit.")
+                 f"All {len(tests.visible)} tests pass, so I'll submit.")  # the visible ones
     task = Task(id=task_id(template, params, world), env="code", prompt=prompt, tier=template.tier,
                 split=split, template=template.id, reference=reference,
                 expected=tests.model_dump(), entities=params, reasoning=reasoning, world=world)
