@@ -83,3 +83,30 @@ def test_eval_without_a_store_leaves_nothing_in_the_temp_folder(tmp_path, monkey
     assert list(scratch.iterdir()) == []
     kept = runner.invoke(app, ["eval", "--tasks", str(pool), "--policy", "expert", "--store", str(tmp_path / "s")])
     assert kept.exit_code == 0 and list((tmp_path / "s").glob("shard-*.jsonl"))
+
+
+def test_eval_counts_the_run_it_collected_not_another_sampling_of_the_same_policy(tmp_path, monkeypatch):
+    """A store keys episodes by sampling settings too: with a T = 0.7 run of ``expert`` already in it,
+    the greedy eval's metrics counted both runs' sample 0, every task twice."""
+    import json
+
+    import pytest
+
+    from trajforge.eval.run import collect, metrics_of
+    from trajforge.policies import make_policy
+    from trajforge.schema import SamplingConfig
+
+    monkeypatch.setenv("TRAJFORGE_HOME", str(tmp_path))
+    tasks = synthesize("sql", 12, seed=0).tasks
+    pool = write_tasks(tmp_path / "pool.jsonl", tasks)
+    heldout = [t for t in tasks if t.split == "heldout"]
+    warm = make_policy("expert")
+    warm.sampling = SamplingConfig(temperature=0.7)
+    collect(heldout, warm, tmp_path / "st", samples=2, show_progress=False)
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(pool), "--policy", "expert", "--store", str(tmp_path / "st"),
+                                   "--json", str(tmp_path / "m.json")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "m.json").read_text())["expert"]["n"] == len(heldout)
+    assert metrics_of(tmp_path / "st", heldout, ["expert"], {"expert": warm.sampling})["expert"]["n"] == len(heldout)
+    with pytest.raises(ValueError, match="expert at several sampling settings"):
+        metrics_of(tmp_path / "st", heldout, ["expert"])  # which run to count is not said: not guessed

@@ -123,6 +123,23 @@ def test_eval_over_two_workers_gives_the_one_process_metrics(pool, model, tmp_pa
     assert ": 8 new episodes" in out and ": 6 new episodes" in out
 
 
+def test_eval_over_workers_counts_their_run_not_another_sampling_in_the_store(pool, tmp_path):
+    """The parent computes the metrics from the store: it must count the workers' greedy run, not
+    also a T = 0.7 run of the same policy name stored there before (every task twice)."""
+    from trajforge.eval.run import collect
+    from trajforge.policies import make_policy
+    from trajforge.schema import SamplingConfig
+
+    tasks, path = pool
+    warm = make_policy("expert")
+    warm.sampling = SamplingConfig(temperature=0.7)
+    collect(tasks, warm, tmp_path / "st", show_progress=False)
+    res = cli("eval", "--tasks", str(path), "--policy", "expert", "--split", "", "--processes", "2",
+              "--store", str(tmp_path / "st"), "--json", str(tmp_path / "m.json"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads((tmp_path / "m.json").read_text())["expert"]["n"] == len(tasks)
+
+
 def test_shard_slices_are_disjoint_and_cover_the_pool(pool, tmp_path):
     tasks, path = pool
     seen = []

@@ -182,6 +182,7 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
     """Evaluate policies on the same tasks in the same harness."""
     from trajforge.eval.run import collect, compare
     from trajforge.eval.table import rich_table
+    from trajforge.harness import sampling_of
 
     refuse_target(json_out, "--json", source=store)
     part = spread.parse_slice(shard)
@@ -205,7 +206,8 @@ def eval_cmd(tasks: Path = typer.Option(...), policy: list[str] = typer.Option(.
                        for t in collect(pool, p, store, harness=harness, show_progress=False, first_shard=part.index)]
                 spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of(pols),
                                                                 new=len(new), tiers=spread.tally(new),
-                                                                policies=[p.name for p in pols]))
+                                                                policies=[p.name for p in pols],
+                                                                sampling={p.name: sampling_of(p) for p in pols}))
                 return
             results = compare(pool, pols, store, harness=harness)
         console.print(rich_table(results, title=f"{split or 'all'} split ({len(pool)} tasks)"))
@@ -231,7 +233,10 @@ def _eval_spread(pool: list, part, processes: int, store: Path) -> dict:
 
     argv = spread.without_options(spread.command_line("eval"), valued=(*spread.SPREAD_OPTIONS, "--json", "--store"))
     reports = spread.spread([*argv, "--store", str(store)], spread.worker_slices(part, processes, len(pool)), store)
-    return metrics_of(store, pool, reports[0].policies)
+    try:  # the workers' sampling: the run they collected, not another one the store holds
+        return metrics_of(store, pool, reports[0].policies, reports[0].sampling)
+    except ValueError as e:
+        _fail(str(e))
 
 
 app.command("synth")(synth_cmd.synth)

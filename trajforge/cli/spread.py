@@ -38,6 +38,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from trajforge.schema import SamplingConfig
 from trajforge.tasks.slices import Slice
 
 console = Console()
@@ -65,6 +66,8 @@ class WorkerReport(BaseModel):
     """Those episodes by outcome tier."""
     policies: list[str]
     """The names of the policies it ran, in command-line order."""
+    sampling: dict[str, SamplingConfig] = {}
+    """Their sampling settings by name (``eval``: the run whose metrics the parent computes)."""
 
 
 @dataclass

@@ -20,8 +20,9 @@ from trajforge.harness import (CollectConfig, Executor, HarnessConfig, run_concu
 from trajforge.harness.events import EventLog, log_path
 from trajforge.harness.progress import collect_progress
 from trajforge.policies import Policy
-from trajforge.schema import Task, Trajectory
-from trajforge.store import TrajectoryStore, resume_keys  # noqa: F401 (resume_keys: 0.1 API, re-exported)
+from trajforge.schema import SamplingConfig, Task, Trajectory
+from trajforge.store import TrajectoryStore, resume_keys
+from trajforge.store.jsonl import is_fault, key_of, sampling_digest
 
 
 def collect(tasks: list[Task], policy: Policy, store_dir: str | Path, samples: int = 1,
@@ -71,20 +72,37 @@ def compare(tasks: list[Task], policies: list[Policy], store_dir: str | Path,
     """Evaluate each policy on the same tasks in the same harness: ``{name: metrics}``."""
     for policy in policies:
         collect(tasks, policy, store_dir, harness=harness, show_progress=show_progress)
-    return metrics_of(store_dir, tasks, [p.name for p in policies])
+    return metrics_of(store_dir, tasks, [p.name for p in policies], {p.name: sampling_of(p) for p in policies})
 
 
-def metrics_of(store_dir: str | Path, tasks: list[Task], names: list[str]) -> dict[str, Any]:
+def metrics_of(store_dir: str | Path, tasks: list[Task], names: list[str],
+               sampling: dict[str, SamplingConfig] | None = None) -> dict[str, Any]:
     """``{name: metrics}`` of the first sample of each task for each named policy in a store.
 
+    ``sampling`` (by name) picks the run at those settings: the store keys episodes by sampling
+    too, so one policy's greedy run and its T = 0.7 run both have a sample 0 of each task, and
+    counting both counted every task twice. A named policy without settings there must have been
+    stored at one only, or this raises ``ValueError`` naming them.
     The episodes are taken in pool order whichever shard holds them, so a collection spread over
     several processes (each its own shard) gives the very numbers of a one-process run."""
     order = {t.id: i for i, t in enumerate(tasks)}
-    mine: dict[str, list[Trajectory]] = {name: [] for name in names}
+    wanted = sampling or {}
+    mine: dict[str, dict[str, Trajectory]] = {name: {} for name in names}
+    seen: dict[str, set[str]] = {name: set() for name in names}
     for t in TrajectoryStore(store_dir):
-        if t.policy in mine and t.task_id in order and t.sample == 0:
-            mine[t.policy].append(t)
-    return {name: evaluate(sorted(trajs, key=lambda t: order[t.task_id])) for name, trajs in mine.items()}
+        if t.policy not in mine or t.task_id not in order or t.sample != 0:
+            continue
+        if t.policy in wanted and key_of(t) not in resume_keys(t.task_id, t.policy, 0, wanted[t.policy]):
+            continue
+        seen[t.policy].add(sampling_digest(t.sampling or SamplingConfig()))  # no record: greedy
+        kept = mine[t.policy].get(t.task_id)  # an old-style key and its greedy twin count once
+        if kept is None or (is_fault(kept) and not is_fault(t)):
+            mine[t.policy][t.task_id] = t
+    mixed = [name for name in names if name not in wanted and len(seen[name]) > 1]
+    if mixed:
+        raise ValueError(f"{store_dir} holds episodes of {', '.join(mixed)} at several sampling settings; "
+                         "name the settings to count (metrics_of's sampling), or use one store per setting")
+    return {name: evaluate(sorted(trajs.values(), key=lambda t: order[t.task_id])) for name, trajs in mine.items()}
 
 
 __getattr__ = moved_names(__name__, {"collect_episodes": "trajforge.harness.concurrent:run_concurrent"})
