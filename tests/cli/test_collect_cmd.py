@@ -131,3 +131,25 @@ def test_collect_repair_policy_makes_recovered_demonstrations(pool, tmp_path):
     res = runner.invoke(app, ["collect", "--tasks", str(small), "--policy", "repair", "--out", str(tmp_path / "s2"),
                               "--mistakes-from", str(out)])
     assert res.exit_code == 0 and "0 refused turns" in " ".join(res.output.split())  # its own are not measured
+
+
+def test_a_rerun_under_other_harness_settings_is_refused_by_name(pool, tmp_path):
+    """The resume key holds no harness settings: a rerun with another ``--max-turns`` skipped every
+    finished episode, printed "0 new" and left the store mixing two limits. Refused per policy: the
+    same store takes another policy's episodes under other settings (DPO's samples + expert)."""
+    tasks, path = pool
+    small = tmp_path / "small.jsonl"
+    write_tasks(small, [t for t in tasks if t.split == "train"][:3])
+    out = tmp_path / "store"
+    base = ["collect", "--tasks", str(small), "--policy", "expert", "--out", str(out)]
+    assert runner.invoke(app, base).exit_code == 0
+    for more, said in ((["--max-turns", "1"], "max_turns None -> 1"),
+                       (["--max-repeats", "5"], "max_repeats 2 -> 5")):
+        res = runner.invoke(app, [*base, *more])
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and f"holds episodes of expert run under other harness settings ({said})" in text
+    again = runner.invoke(app, base)  # the same settings: resumes, nothing to run
+    assert again.exit_code == 0 and "collected 0 new episodes" in again.output
+    other = runner.invoke(app, [*base, "--name", "short", "--max-turns", "1"])
+    assert other.exit_code == 0 and "collected 3 new episodes" in other.output, other.output
+    assert len(TrajectoryStore(out).read()) == 6

@@ -18,6 +18,8 @@ actors. Requests and tool calls are logged to ``STORE/logs/<shard>.jsonl``.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -31,7 +33,7 @@ from trajforge.cli.rewards import MILESTONE_BONUS, REWARD_WEIGHTS, REWARDS, with
 from trajforge.cli.targets import refuse_unwritable
 from trajforge.grade.reward import RewardConfig
 from trajforge.harness.concurrent import CollectConfig
-from trajforge.harness.loop import HarnessConfig
+from trajforge.harness.loop import HarnessConfig, episode_rules
 
 console = Console()
 
@@ -102,6 +104,7 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
         _fail(f"--executor must be asyncio or ray, not {executor!r}")
     refuse_unwritable(out, "--out", "folder")
     rewards = with_reward_flags(rewards, reward_weights, milestone_bonus)
+    asked = harness  # as given: --demo-pool's store, not the temporary pool file made from it
     # --demo-pool's temporary pool file lasts as long as the command
     with _demo_harness(harness) as harness:
         if mistakes_from is not None and policy != "repair":
@@ -119,6 +122,7 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
         pol = (_repair_policy(whole, mistakes_from, name) if policy == "repair"
                else _policy(policy, name, temperature, device))
         _check_demos(harness, [pol])
+        _same_harness(out, pol.name, asked)
         try:
             new = run_collect(pool, pol, out, samples=samples, harness=harness, scale=scale, executor=executor,
                               retry_faults=retry_faults, rewards=rewards, show_progress=report is None,
@@ -134,6 +138,35 @@ def collect(tasks: Path = typer.Option(..., help="task pool (JSONL)"),
         if report:
             spread.write_report(report, spread.WorkerReport(slice=str(part), device=spread.device_of([pol]),
                                                             new=len(new), tiers=tiers, policies=[pol.name]))
+
+
+HARNESS_RULES = "harness.by-policy.json"
+"""Beside a store: ``{policy: harness settings}`` of the episodes ``collect`` ran into it."""
+
+
+def _same_harness(out: Path, policy: str, harness: HarnessConfig) -> None:
+    """Record the harness settings ``policy``'s episodes run under, or refuse a rerun under other
+    ones: the resume key does not hold them, so a rerun with another ``--max-turns`` skipped every
+    finished episode, said "0 new", and left the store mixing two limits. Per policy (unlike RFT's
+    ``harness.json``): one store may hold a model's samples cut at ``--max-turns 2`` and the
+    expert's episodes, both training data for DPO."""
+    rules, path = episode_rules(harness), out / HARNESS_RULES
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}  # none yet, or damaged: this run's rules start it again
+    kept = kept if isinstance(kept, dict) else {}
+    before = kept.get(policy)
+    if isinstance(before, dict) and before != rules:
+        changed = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in rules.items() if before.get(k) != v)
+        _fail(f"{out} holds episodes of {policy} run under other harness settings ({changed}): a rerun "
+              "would skip them all and mix the two; rerun with the same settings, or into another --out "
+              "(or under another --name)")
+    if before != rules:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # --processes workers write at once
+        tmp.write_text(json.dumps({**kept, policy: rules}, indent=1, sort_keys=True))
+        tmp.replace(path)
 
 
 def _note_other_rewards(out: Path, rewards: RewardConfig) -> None:

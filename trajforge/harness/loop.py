@@ -57,6 +57,14 @@ class HarnessConfig(BaseModel):
     (the CLI also takes a store: its train split); None: the pool the policy's adapter recorded."""
 
 
+def episode_rules(cfg: HarnessConfig) -> dict[str, Any]:
+    """The settings that shape an episode, as JSON. A store's resume key (task, policy, sampling,
+    sample) does not hold them, so a store records them to refuse a rerun under other ones
+    (``trajforge collect``, RFT's samples)."""
+    return cfg.model_dump(mode="json", include={"max_turns", "max_consecutive_errors", "max_repeats",
+                                                "instructions", "demos", "demo_pool"})
+
+
 def shown_toolset(env: Any, cfg: HarnessConfig) -> Toolset:
     """The toolset an episode shows the model: the environment's (built once per class; a handle
     or a pipeline role's view gives its own), under ``cfg.instructions`` when set."""

@@ -226,8 +226,9 @@ def same_episode_rules(store_dir: Path, harness) -> None:
     """Record the harness settings that shape an episode beside a samples store, or refuse a run
     under other ones: the resume key (task, policy, sample, sampling) does not hold them, so a rerun
     with another ``--max-turns`` would reuse episodes cut at the old limit as if they were its own."""
-    rules = harness.model_dump(mode="json", include={"max_turns", "max_consecutive_errors", "max_repeats",
-                                                     "instructions", "demos", "demo_pool"})
+    from trajforge.harness.loop import episode_rules
+
+    rules = episode_rules(harness)
     path = store_dir / EPISODE_RULES
     if path.exists():
         try:
