@@ -32,6 +32,16 @@ def test_pairs_prefer_success_and_skip_env_faults(episodes):
         assert p.turn == first_divergence(p.chosen, p.rejected) == len(p.chosen.steps) - 1
 
 
+def test_an_episode_whose_grading_raised_is_never_a_rejected(episodes):
+    """failed/grade_error says the grader raised, not that the answer was wrong: no pair uses it."""
+    ungradable = [t.model_copy(update={"outcome": t.outcome.model_copy(update={"tier": "failed",
+                                                                               "fail_reason": "grade_error"})})
+                  for t in episodes if t.outcome.correct]
+    pairs, skipped = build_pairs(episodes + ungradable)
+    assert skipped == {"grade_error": len(ungradable)} and len(pairs) == 6
+    assert not any(p.rejected.outcome.fail_reason == "grade_error" for p in pairs)
+
+
 def test_turns_without_raw_text_diverge_where_their_calls_do(episodes):
     """An imported turn or a native call has no raw text: it is its calls, and the text around
     them may be the same in both (here: the same reasoning, another answer)."""

@@ -8,8 +8,9 @@
   curriculum draws its GRPO tasks (``train/curriculum.Curriculum(partial=...)``).
 - ``negative`` — every ``failed`` episode (the partial ones too): DPO's rejected, against a correct
   episode of the same task (``train/dpo.build_pairs``).
-- ``excluded`` — ``env_fault``, ``guessed`` (right by luck: no result held the answer) and ungraded
-  episodes: infrastructure failures and lucky guesses are never data.
+- ``excluded`` — ``env_fault``, ``guessed`` (right by luck: no result held the answer), ungraded
+  episodes and those whose grading raised (``grade_error``: failed in the rates, but whether the
+  answer was right is unknown): infrastructure failures, lucky guesses and unknowns are never data.
 
     pools = quality_pools(TrajectoryStore("store/").read())
     print(pools.counts())
@@ -20,14 +21,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
+from trajforge.harness.faults import GRADE_ERROR
 from trajforge.schema import Trajectory
 
 PoolName = Literal["positive", "partial", "negative", "excluded"]
 
 
+def ungradable(traj: Trajectory) -> bool:
+    """Grading raised (``grade.graded``): stored as ``failed`` so the rates count it against the
+    episode, yet nobody knows whether its answer was right, so it is no one's rejected example."""
+    return traj.outcome is not None and traj.outcome.fail_reason == GRADE_ERROR
+
+
 def pools_of(traj: Trajectory) -> tuple[PoolName, ...]:
     """The pools ``traj`` belongs to (a partial episode is a negative too)."""
-    tier = traj.outcome.tier if traj.outcome else None
+    tier = traj.outcome.tier if traj.outcome and not ungradable(traj) else None
     if tier in ("success", "recovered"):
         return ("positive",) if traj.outcome.positive else ("excluded",)
     if tier == "failed":

@@ -3,7 +3,8 @@
 Pairs come from graded trajectories of one task (several samples of one policy, or a mix such
 as the expert's successes and a tuned model's failures): chosen is a correct episode (higher
 reward first, then fewer turns), rejected is a failed one or a correct one with clearly lower
-reward. ``env_fault`` episodes are never used: an infrastructure failure is not the model's.
+reward. ``env_fault`` episodes are never used: an infrastructure failure is not the model's; nor
+are those whose grading raised (``grade_error``): nobody knows whether they were right.
 
 Two pair shapes (``DPOConfig.pairs``):
 - ``episode``: both whole episodes, loss on every assistant turn (turns the two share cancel in
@@ -28,6 +29,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from trajforge.grade.pools import ungradable
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
 from trajforge.train.demos import DemoRule, inherited_demos
@@ -130,6 +132,8 @@ def build_pairs(trajs: list[Trajectory], mode: str = "episode", max_per_task: in
             skipped["ungraded"] += 1
         elif t.outcome.tier == "env_fault":
             skipped["env_fault"] += 1  # infrastructure failures are never negatives
+        elif ungradable(t):
+            skipped["grade_error"] += 1  # graded failed, but its answer may have been right
         else:
             by_task[t.task_id].append(t)
     pairs: list[Pair] = []
