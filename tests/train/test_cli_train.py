@@ -120,3 +120,20 @@ def test_negative_periods_and_a_replay_share_of_everything_are_clear_errors(tiny
         text = " ".join(res.output.split())
         assert res.exit_code == 2 and said in text, text
         assert not (tmp_path / "a").exists()
+
+
+def test_tiers_that_are_no_outcome_tier_are_refused_by_name(tiny_model, expert_trajs, tmp_path):
+    """``--tiers ungraded`` crashed ``select`` with an AttributeError once the store held an episode
+    with no outcome, and a misspelt tier silently selected nothing: both are refused at flag time."""
+    from trajforge.train.sft import SFTConfig, select
+
+    data = _store(tmp_path, [*expert_trajs[:2], expert_trajs[2].model_copy(update={"outcome": None})])
+    for tiers in ("success,ungraded", "sucess"):
+        res = runner.invoke(app, ["train", "sft", "--data", data, "--model", tiny_model,
+                                  "--out", str(tmp_path / "a"), "--tiers", tiers])
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and "the tiers are success, recovered, failed, env_fault" in text, text
+        assert repr(tiers.split(",")[-1]) in text and "Traceback" not in text
+        assert not (tmp_path / "a").exists()
+    kept, skipped = select(TrajectoryStore(data).read(), SFTConfig(tiers=["success"]))
+    assert len(kept) == 2 and skipped == {"tier:ungraded": 1}

@@ -19,13 +19,14 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
 from trajforge.policies.loading import read_chat_template, settle_template
 from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
+from trajforge.schema.trajectory import OutcomeTier
 from trajforge.harness.demos import Demos
 from trajforge.train.defaults import derive, model_params
 from trajforge.train.demos import DemoRule, inherited_demos, sft_demos
@@ -87,6 +88,18 @@ class SFTConfig(LoraSettings):
             value = [value]
         if isinstance(value, (list, tuple)):
             return [t.strip() for v in value for t in (v.split(",") if isinstance(v, str) else [v]) if t != ""]
+        return value
+
+    @field_validator("tiers")
+    @classmethod
+    def _known_tiers(cls, value: list[str]) -> list[str]:
+        """Outcome tiers only: a misspelt one selected nothing, and ``ungraded`` (no outcome at all)
+        crashed ``select``; episodes never graded are never demonstrations (grade them first)."""
+        known = get_args(OutcomeTier)
+        unknown = [t for t in value if t not in known]
+        if unknown:
+            raise ValueError(f"unknown outcome tier {', '.join(map(repr, unknown))}: the tiers are "
+                             f"{', '.join(known)} (ungraded episodes never train: `trajforge grade` them first)")
         return value
 
 
