@@ -115,11 +115,12 @@ def test_negative_periods_and_a_replay_share_of_everything_are_clear_errors(tiny
                               ("--eval-every", "-2", "eval_every must be 0 (off) or more"),
                               ("--replay-share", "1", "--replay-share: Input should be less than 1"),
                               ("--replay-share", "-0.1", "--replay-share: Input should be greater than or equal to 0")):
-        res = runner.invoke(app, ["train", "sft", "--data", data, "--model", tiny_model,
-                                  "--out", str(tmp_path / "a"), flag, value])
-        text = " ".join(res.output.split())
-        assert res.exit_code == 2 and said in text, text
-        assert not (tmp_path / "a").exists()
+        for recipe in ("sft", "dpo"):  # DPO's --replay-share 1 was a ZeroDivisionError traceback
+            res = runner.invoke(app, ["train", recipe, "--data", data, "--model", tiny_model,
+                                      "--out", str(tmp_path / "a"), flag, value])
+            text = " ".join(res.output.split())
+            assert res.exit_code == 2 and said in text, (recipe, text)
+            assert not (tmp_path / "a").exists()
 
 
 def test_tiers_that_are_no_outcome_tier_are_refused_by_name(tiny_model, expert_trajs, tmp_path):

@@ -129,3 +129,50 @@ def test_dpo_trains_and_matches_golden_losses(episodes, tiny_model, tmp_path):
 
     before = get_peft_model_state_dict(init)
     assert [k for k in trained if torch.equal(trained[k], before[k])] == []
+
+
+class _Crash(Exception):
+    pass
+
+
+class _CrashAt:
+    """An evaluator whose hook dies after step ``at``, before that step's checkpoint."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def hook(self, net, tok):
+        def on_step(step):
+            if step == self.at:
+                raise _Crash
+        return on_step
+
+
+def test_a_resumed_dpo_run_counts_the_tokens_of_every_step(episodes, tiny_model, tmp_path):
+    """``tokens`` counted only the steps after the resume (and, with ``max_steps``, steps past the
+    run's end): a crashed-and-resumed run reports what an uninterrupted one does."""
+    cfg = DPOConfig(r=4, alpha=8, dropout=0.0, lr=5e-2, beta=0.5, batch_size=2, grad_accum=1, max_steps=3,
+                    seed=0, replay_share=0.0, checkpoint_every=1)
+    with pytest.raises(_Crash):
+        train_dpo(episodes, tiny_model, tmp_path / "a", cfg, progress=False, evaluator=_CrashAt(2))
+    resumed = train_dpo(episodes, tiny_model, tmp_path / "a", cfg, progress=False, resume=True)
+    straight = train_dpo(episodes, tiny_model, tmp_path / "b", cfg, progress=False)
+    assert resumed.resumed_from == 1 and resumed.steps == straight.steps == 3
+    assert resumed.tokens == straight.tokens > 0
+
+
+def test_dpo_tokens_count_every_processs_pairs():
+    """Under N processes each takes its share of a step's micro-batches (``pair_steps``); the
+    result counts them all, as SFT's does, not the main process's share."""
+    from trajforge.train.dpo import pair_steps, trained_tokens
+    from trajforge.train.sequences import Sample
+
+    rendered = [(Sample([1] * (i + 1), [1] * (i + 1)), Sample([1] * 10 * (i + 1), [1] * 10 * (i + 1)))
+                for i in range(11)]
+    cfg = DPOConfig(batch_size=2, grad_accum=2, epochs=2.0, seed=3)
+    for world in (1, 2, 3):
+        per_rank = [pair_steps(len(rendered), cfg, world, r) for r in range(world)]
+        for ran in range(len(per_rank[0]) + 1):
+            used = [i for steps in per_rank for step in steps[:ran] for idx in step for i in idx]
+            want = sum(len(rendered[i][0].input_ids) + len(rendered[i][1].input_ids) for i in used)
+            assert trained_tokens(rendered, cfg, world, ran) == want, (world, ran)

@@ -62,7 +62,7 @@ class DPOConfig(LoraSettings):
     """Cap per task, so tasks with many samples don't dominate."""
     min_reward_gap: float = 0.05
     """A correct episode is a 'rejected' only if its reward is lower by at least this."""
-    replay_share: float = 0.3
+    replay_share: float = Field(0.3, ge=0, lt=1)
     """Share of general-instruction replay rows per micro-batch, trained with plain NLL beside DPO
     (self-distilled from the starting model; 0 turns it off)."""
 
@@ -87,8 +87,8 @@ class DPOResult(BaseModel):
     """Share of pairs per micro-batch whose margin is positive."""
     seconds: float
     tokens: int = 0
-    """Tokens of both sides of every pair the optimizer steps went over (the reference's one
-    forward pass over them not counted; this process's share under several): what the run
+    """Tokens of both sides of every pair the optimizer steps went over, on every process and
+    before a resume too (the reference's one forward pass over them not counted): what the run
     processed, beside SFT's and RFT's."""
     skipped_nonfinite: int = 0
     resumed_from: int = 0
@@ -225,6 +225,15 @@ def pair_steps(n: int, cfg: DPOConfig, world: int, rank: int) -> list[list[list[
     return [step[rank::world] for step in steps]
 
 
+def trained_tokens(rendered: list[tuple[Sample, Sample]], cfg: DPOConfig, world: int, ran: int) -> int:
+    """Tokens of both sides of every pair the first ``ran`` optimizer steps went over, on every
+    process (as SFT counts): ``pair_steps`` deals each step's ``grad_accum × world`` micro-batches
+    of the epochs' order, so those steps covered the order's first ``ran × grad_accum × world ×
+    batch_size`` pairs."""
+    used = _epoch_order(len(rendered), cfg)[: ran * cfg.grad_accum * world * cfg.batch_size]
+    return sum(len(rendered[i][0].input_ids) + len(rendered[i][1].input_ids) for i in used)
+
+
 def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPOConfig | None = None,
               init_adapter: str | None = None, progress: bool = True, resume: bool = False,
               evaluator: InLoopEval | None = None, replay: list[Sample] | None = None) -> DPOResult:
@@ -300,9 +309,8 @@ def train_dpo(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: DPO
     fitted = fit(net, total, CallBatches(lambda step: [micro_batch(idx, offsets[step] + j)
                                                       for j, idx in enumerate(steps[step])]),
                  _tracked(loss_fn, margins, accuracy), cfg, out_dir, "dpo", progress, resume, hook, runtime)
-    ran = steps[fitted.resumed_from: fitted.resumed_from + len(fitted.losses) + fitted.skipped_nonfinite]
-    tokens = sum(len(rendered[i][0].input_ids) + len(rendered[i][1].input_ids)
-                 for step in ran for idx in step for i in idx)
+    ran = len(fitted.losses) + fitted.skipped_nonfinite  # every step taken, those before a resume too
+    tokens = trained_tokens(rendered, cfg, runtime.world, ran)
     result = DPOResult(adapter_dir=str(out_dir), pairs=len(kept), skipped=skipped, steps=len(fitted.losses),
                        losses=fitted.losses, margins=margins, accuracy=accuracy,
                        seconds=time.perf_counter() - started, tokens=tokens, skipped_nonfinite=fitted.skipped_nonfinite,

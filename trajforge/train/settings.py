@@ -77,7 +77,8 @@ class LoraSettings(BaseModel):
     """Time budget: stop before a step that would end past this many seconds of training, judged
     by the mean step time so far (0: no limit). The learning-rate schedule stays the one planned
     for the full run, so a stopped run ends before its decay finishes; the adapter is saved as
-    usual and ``FitResult.stopped`` says why it ended early."""
+    usual (with ``checkpoint_every`` on, a checkpoint at the stop too, so a resume with a larger
+    budget goes on from there) and ``FitResult.stopped`` says why it ended early."""
 
     @model_validator(mode="after")
     def _check(self):
