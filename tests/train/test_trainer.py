@@ -270,3 +270,33 @@ def test_sft_counts_the_tokens_of_the_steps_it_took_when_a_budget_stops_it(tiny_
     assert (stopped.tokens, stopped.loss_tokens) == (two.tokens, two.loss_tokens)
     meta = json.loads((tmp_path / "b" / "trajforge_adapter.json").read_text())
     assert meta["result"]["tokens"] == two.tokens
+
+
+def test_a_run_the_time_budget_stopped_resumes_from_the_stop(tiny_model, tmp_path, monkeypatch):
+    """The stop writes a checkpoint (checkpoints on): a resume with a larger budget goes on from
+    the step it stopped at, not from the last periodic checkpoint, and ends as an uninterrupted run."""
+    import trajforge.train.loop as loop
+
+    monkeypatch.setattr(loop, "out_of_time", lambda began, done, budget: budget > 0 and done >= 3)
+    cfg = LoraSettings(r=4, alpha=8, dropout=0.1, lr=1e-2, checkpoint_every=2)
+
+    def run(out, **changed):
+        torch.manual_seed(0)
+        net, _ = lora_model(tiny_model, cfg)
+        res = fit(net, 6, _steps(), _nan_at_step_2, cfg.model_copy(update=changed), out, progress=False,
+                  resume=True)
+        return res, _adapter(net)
+
+    stopped, _ = run(tmp_path / "a", max_seconds=60)
+    assert stopped.stopped == "time budget" and len(stopped.losses) == 2 and stopped.skipped_nonfinite == 1
+    assert Checkpointer(tmp_path / "a" / "checkpoints").latest().name == "step-000003"
+    resumed, wa = run(tmp_path / "a")
+    straight, wb = run(tmp_path / "b")
+    assert resumed.resumed_from == 3 and resumed.stopped is None and straight.resumed_from == 0
+    assert resumed.skipped_nonfinite == straight.skipped_nonfinite == 1
+    assert resumed.losses == pytest.approx(straight.losses, rel=1e-6)
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-6, atol=1e-7)
+    a, b = _curve_rows(tmp_path / "a"), _curve_rows(tmp_path / "b")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
+    assert [r.get("lr") for r in a] == pytest.approx([r.get("lr") for r in b])

@@ -71,7 +71,8 @@ def _end_last_line(path: Path) -> None:
 
 
 def _drop_after(path: Path, step: int) -> None:
-    """Rewrite the file (atomically) without its rows of steps after ``step``."""
+    """Rewrite the file (atomically) without its rows of steps after ``step`` (nor a time budget's
+    stop row at ``step``)."""
     lines = path.read_text().splitlines(keepends=True)
     kept = [line for line in lines if not _after(line, step)]
     if len(kept) < len(lines):
@@ -85,7 +86,10 @@ def _after(line: str, step: int) -> bool:
         row = json.loads(line)
     except ValueError:
         return False
-    return isinstance(row, dict) and isinstance(row.get("step"), (int, float)) and row["step"] > step
+    if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
+        return False
+    # The time budget's stop row at the step resumed from: the resumed run did not stop there.
+    return row["step"] > step or (row["step"] == step and "stopped_for_time" in row)
 
 
 def read_curves(path: str | Path) -> list[dict[str, Any]]:

@@ -227,6 +227,10 @@ def fit(net, total: int, batches: StepBatches, loss_fn: LossFn, cfg: LoraSetting
     with progress_bar(name, total - start, progress and rt.is_main) as advance:
         for step in range(start, total):
             if rt.decide(out_of_time(began, step - start, cfg.max_seconds)):
+                if cfg.checkpoint_every and step % cfg.checkpoint_every:
+                    # A resume (with a larger budget) goes on from here, not from the last
+                    # periodic checkpoint: the steps since it are not trained twice.
+                    ckpt.save(step, net, opt, {"result": result.model_dump(), "plan": plan})
                 result.stopped = "time budget"
                 if curves:
                     curves.log(step, stopped_for_time=1)
