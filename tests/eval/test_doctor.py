@@ -372,6 +372,38 @@ def test_one_total_for_all_fires_only_when_outcomes_differ(tmp_path, expert_trai
     assert one.evidence == {"episodes": 12, "solved": 6}
 
 
+def _rft_run(folder: Path, warm: bool, round0_samples: int, round1_samples: int) -> None:
+    """The adapter files ``train rft`` leaves (round-0 SFT on the expert data, round 1 on top of it
+    when warm, the last round adopted into the run's folder with the rounds recorded)."""
+    (folder / "round-0").mkdir(parents=True)
+    (folder / "round-1").mkdir()
+    adapter(folder / "round-0", recipe="sft", init_adapter=None, config={"epochs": 2.0},
+            result={"samples": round0_samples})
+    one = dict(init_adapter=str(folder / "round-0") if warm else None, config={"epochs": 2.0},
+               result={"samples": round1_samples})
+    adapter(folder / "round-1", recipe="sft", **one)
+    adapter(folder, **one, recipe="rft", rft={"config": {"rounds": 1, "warm_start": warm},
+                                              "rounds": [{"round": 0, "trained_on": round0_samples},
+                                                         {"round": 1, "kept": 10, "verified": 20,
+                                                          "trained_on": round1_samples}]})
+
+
+def test_too_few_samples_judges_a_warm_rft_round_by_its_round_0(tmp_path):
+    """A warm RFT round trains its few keeps (plus as many expert episodes) on top of round 0 by
+    design: 20 samples there are no lack of data when round 0 learned the tools from 112. Round
+    0, a cold round and an SFT on top of another adapter are still judged by their own count."""
+    warm, small_start, cold, sft = (tmp_path / n for n in ("warm", "small_start", "cold", "sft"))
+    _rft_run(warm, warm=True, round0_samples=112, round1_samples=20)
+    assert not fired(warm, "too_few_samples") and checked_ok(warm, "too_few_samples")
+    _rft_run(small_start, warm=True, round0_samples=12, round1_samples=20)
+    assert [f.source for f in fired(small_start, "too_few_samples")] == ["round-0/trajforge_adapter.json"]
+    _rft_run(cold, warm=False, round0_samples=12, round1_samples=32)
+    assert len(fired(cold, "too_few_samples")) == 3
+    sft.mkdir()
+    adapter(sft, recipe="sft", init_adapter="base-sft", config={"epochs": 2.0}, result={"samples": 20})
+    assert fired(sft, "too_few_samples")
+
+
 def test_grpo_reward_curve_that_never_moves(tmp_path):
     curves(tmp_path, "grpo", loss=FLAT[:5], reward=[0.0] * 5)
     (f,) = fired(tmp_path, "reward_static")
@@ -399,6 +431,19 @@ def test_grpo_groups_that_mostly_agree(tmp_path):
     sft_only = tmp_path / "sft"
     curves(sft_only, loss=FALLING)
     assert next(c for c in diagnose(sft_only).checks if c.rule == "group_signal").result == "not checked"
+
+
+def test_grpo_steps_without_any_group_name_the_env_faults(tmp_path):
+    """Every rollout an env_fault leaves no group at all (``groups`` 0 every step): that is the
+    infrastructure, not a cold sampler nor tasks out of reach."""
+    faulted, unsolved = tmp_path / "faulted", tmp_path / "unsolved"
+    curves(faulted, "grpo", loss=[0.0] * 4, groups=[0] * 4, informative_groups=[0] * 4, solved=[0.0] * 4)
+    curves(unsolved, "grpo", loss=[0.0] * 4, groups=[0] * 4, informative_groups=[0] * 4)  # no solved logged
+    for root in (faulted, unsolved):
+        (f,) = fired(root, "group_signal")
+        assert f.status == "problem" and "env_fault" in f.cause and f.evidence["groups"] == 0, f
+        assert "cold" not in f.cause and "fail in every rollout" not in f.cause
+        assert "collect" in f.next_step and "--temperature" not in f.next_step
 
 
 def test_grpo_groups_that_differ_only_in_shaping(tmp_path):

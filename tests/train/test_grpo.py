@@ -343,3 +343,22 @@ def test_grpo_rolls_out_on_a_server_with_the_current_adapter(tiny_model, sql_tas
         logp = token_logprobs(served, m["input_ids"], m["attention_mask"], m["labels"])
     assert m["behaviour"] is not None and mask.sum() > 0
     torch.testing.assert_close(m["behaviour"][mask], logp[mask], atol=1e-3, rtol=1e-3)
+
+
+def test_a_batchs_groups_are_logged_once_whatever_its_updates(rollouts, tiny_model, sql_tasks, tmp_path,
+                                                              monkeypatch):
+    """``updates_per_batch`` = 2 trains twice on each rollout batch: its group counts were logged
+    with each update, so the doctor read twice the groups there were."""
+    import trajforge.train.grpo as grpo_mod
+
+    train = [t for t in sql_tasks if t.split == "train"][:4]
+    monkeypatch.setattr(grpo_mod, "collect_rollouts", lambda net, tok, model, mine, cfg, **kw: [
+        t for t in rollouts if t.task_id in {task.id for task in mine}])
+    cfg = GRPOConfig(r=4, alpha=8, steps=4, batch_size=2, group_size=2, updates_per_batch=2, curriculum=False,
+                     seed=1)
+    res = train_grpo(train, tiny_model, tmp_path / "grpo", cfg, progress=False)
+    assert res.steps == 4 and len(res.rewards) == 2
+    rows = [json.loads(x) for x in (tmp_path / "grpo" / "curves.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and all("reward" in r for r in rows)
+    assert [r.get("groups") for r in rows] == [2, None, 2, None]
+    assert [r.get("informative_groups") for r in rows] == [2, None, 2, None]

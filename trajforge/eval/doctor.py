@@ -366,11 +366,12 @@ def rule_too_few_samples(facts: Facts) -> Result:
     if not metas:
         return "no adapter metadata with a sample count"
     out = []
+    warm = _warm_rft_rounds(facts.run.adapters)
     for path, meta in metas.items():
         samples = meta["result"]["samples"]
         epochs = (meta.get("config") or {}).get("epochs")
         ev = {"samples": samples, "epochs": epochs, "min_samples": MIN_SAMPLES}
-        if samples < MIN_SAMPLES:
+        if samples < MIN_SAMPLES and path not in warm:
             out.append(Finding(rule="too_few_samples", status="warning", source=path, evidence=ev,
                                title=f"{samples} training samples", cause="too little data to learn the tools from",
                                next_step="collect more expert episodes (trajforge synth --n, collect --samples)"))
@@ -379,6 +380,28 @@ def rule_too_few_samples(facts: Facts) -> Result:
                                title=f"{epochs:g} epochs over {samples} samples",
                                cause="repeating few samples many times memorises them",
                                next_step="more samples (or varied worlds) and fewer epochs"))
+    return out
+
+
+def _warm_rft_rounds(adapters: dict[str, dict[str, Any]]) -> set[str]:
+    """The adapter files of warm-started RFT rounds (``train rft --warm-start``): a round that goes
+    on from the previous round's adapter on its own few keeps plus as many expert episodes, by
+    design a handful of samples (README). Their count says nothing about the data the tools were
+    learned from: that is round 0's (its own folder, or the ``--init-adapter``), judged there.
+    Such a round is the run's adopted adapter (``rft`` meta, warm, with an ``init_adapter``) or a
+    ``round-N`` folder (N >= 1) beside a warm run's adopted adapter."""
+    def warm_run(meta: dict[str, Any]) -> bool:
+        rft = meta.get("rft")
+        config = rft.get("config") if isinstance(rft, dict) else None
+        return isinstance(config, dict) and config.get("warm_start") is True
+
+    runs = {Path(p).parent for p, m in adapters.items() if warm_run(m)}
+    out = set()
+    for path, meta in adapters.items():
+        folder = Path(path).parent
+        round_n = folder.name.startswith("round-") and folder.name[6:].isdigit() and int(folder.name[6:]) >= 1
+        if meta.get("init_adapter") and (warm_run(meta) or (round_n and folder.parent in runs)):
+            out.add(path)
     return out
 
 
@@ -611,6 +634,9 @@ def rule_group_signal(facts: Facts) -> Result:
         share = informative / groups if groups else 0.0
         solved = [v for _, v in c.scalars.get("solved", [])]
         mean = statistics.fmean(solved) if solved else None
+        if groups == 0:  # no group at all is not a cold sampler: no rollout was usable
+            out.append(_no_groups(c))
+            continue
         if share >= GROUP_SIGNAL:
             out.extend(_shaping_only(c, groups, informative, mean))
             continue
@@ -633,6 +659,19 @@ def rule_group_signal(facts: Facts) -> Result:
                                      "mean_solved": None if mean is None else _r(mean),
                                      "steps": len(c.scalars["groups"]), "share_at": GROUP_SIGNAL}))
     return out
+
+
+def _no_groups(c: Curves) -> Finding:
+    """Every step logged 0 groups: ``to_rollouts`` leaves out the rollouts the infrastructure
+    ended (``env_fault``), so none was left to form a group, let alone one that disagrees."""
+    steps = len(c.scalars["groups"])
+    return Finding(rule="group_signal", status="problem", source=c.source,
+                   title=f"no GRPO group in {steps} steps: every rollout ended as an env_fault",
+                   cause="the environment or the model server failed on every rollout (an env_fault is never "
+                         "trained on), so GRPO had nothing to learn from; not the sampling or the tasks",
+                   next_step="roll a few of the tasks out with `trajforge collect` and read STORE/logs/ for "
+                             "the faults, fix the failing service, then train again",
+                   evidence={"groups": 0, "steps": steps})
 
 
 def _shaping_only(c: Curves, groups: float, informative: float, mean: float | None) -> list[Finding]:

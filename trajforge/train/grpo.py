@@ -399,6 +399,10 @@ def partial_tasks(store: str | None) -> set[str]:
     return quality_pools(TrajectoryStore(store).read()).partial_tasks()
 
 
+GROUP_COUNTS = ("groups", "informative_groups", "deciding_groups")
+"""A rollout batch's group counts (``to_rollouts``): logged once per batch, not once per update."""
+
+
 class RolloutSteps:
     """GRPO's micro-batches, made on the fly: each optimizer step rolls out ``grad_accum`` rounds of
     ``batch_size`` tasks (the same draw on every process; each process takes its share of whole
@@ -476,6 +480,10 @@ class RolloutSteps:
             self.cache[rollout_step] = micro or [null_micro(self.tok.pad_token_id, rt.device)]
             self.cache_tokens = sum(len(seq.ids) for seq in rollouts.sequences)
             self.stats = {**rollouts.stats, "reward": self.rewards[-1], "solved": self.solved[-1]}
+        else:
+            # A later update on the same rollouts: their groups were logged with the first one, and
+            # counted again per update they would read as μ times the groups (doctor's group_signal).
+            self.stats = {k: v for k, v in self.stats.items() if k not in GROUP_COUNTS}
         self.trained_tokens += self.cache_tokens
         return self.cache[rollout_step]
 
