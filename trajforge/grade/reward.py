@@ -26,9 +26,9 @@ rule that chose them, so a store says how its rewards were computed.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from trajforge.schema import Outcome, RewardBreakdown, Trajectory
 
@@ -37,21 +37,25 @@ DEFAULT_RULE = "default"
 """``RewardBreakdown.rule`` of an episode no ``per`` key matched."""
 
 
-def _checked_weights(weights: Weights | None) -> Weights | None:
+def _checked_weights(weights: Weights) -> Weights:
     """Weights as given, each finite and at least 0: a NaN or inf makes every total NaN (and every
     GRPO advantage with it), and a negative λ turns its component around — ``violation`` is already
     subtracted, so ``-0.1`` for it would pay the model for malformed calls."""
-    if weights is not None and not all(math.isfinite(w) and w >= 0 for w in weights):
+    if not all(math.isfinite(w) and w >= 0 for w in weights):
         raise ValueError(f"reward weights must be finite numbers >= 0 (the violation weight is subtracted "
                          f"already), got {tuple(weights)}")
     return weights
 
 
-def _checked_bonus(bonus: float | None) -> float | None:
+def _checked_bonus(bonus: float) -> float:
     """A milestone bonus as given, finite and at least 0 (see ``_checked_weights``)."""
-    if bonus is not None and not (math.isfinite(bonus) and bonus >= 0):
+    if not (math.isfinite(bonus) and bonus >= 0):
         raise ValueError(f"milestone bonus must be a finite number >= 0, got {bonus}")
     return bonus
+
+
+CheckedWeights = Annotated[Weights, AfterValidator(_checked_weights)]
+Bonus = Annotated[float, AfterValidator(_checked_bonus)]
 
 
 class RewardRule(BaseModel):
@@ -61,20 +65,10 @@ class RewardRule(BaseModel):
     # uses the defaults.
     model_config = ConfigDict(extra="forbid")
 
-    weights: Weights | None = None
+    weights: CheckedWeights | None = None
     """(l1 completion, l2 step, l3 efficiency, l4 violation); None keeps the default weights."""
-    milestone_bonus: float | None = None
+    milestone_bonus: Bonus | None = None
     """Step component added per milestone reached; None keeps the default bonus."""
-
-    @field_validator("weights")
-    @classmethod
-    def _weights(cls, weights: Weights | None) -> Weights | None:
-        return _checked_weights(weights)
-
-    @field_validator("milestone_bonus")
-    @classmethod
-    def _bonus(cls, bonus: float | None) -> float | None:
-        return _checked_bonus(bonus)
 
 
 class Resolved(NamedTuple):
@@ -88,9 +82,9 @@ class Resolved(NamedTuple):
 class RewardConfig(BaseModel):
     """Weights of the composite reward, with optional rules per environment or task type."""
 
-    weights: Weights = (0.5, 0.3, 0.1, 0.1)
+    weights: CheckedWeights = (0.5, 0.3, 0.1, 0.1)
     """(l1 completion, l2 step, l3 efficiency, l4 violation)."""
-    milestone_bonus: float = 0.1
+    milestone_bonus: Bonus = 0.1
     """Step component added per milestone reached."""
     per: dict[str, RewardRule] = Field(default_factory=dict)
     """Rules by ``ENV``, ``ENV/TIER`` or ``*/TIER`` key; the most specific match wins."""
@@ -98,16 +92,6 @@ class RewardConfig(BaseModel):
     """Completion (and efficiency) credit of an accepted answer graded ``guessed``: 0 pays a lucky
     guess nothing for being right, 1 pays it as an earned answer (the reward before guesses were
     told apart)."""
-
-    @field_validator("weights")
-    @classmethod
-    def _weights(cls, weights: Weights | None) -> Weights | None:
-        return _checked_weights(weights)
-
-    @field_validator("milestone_bonus")
-    @classmethod
-    def _bonus(cls, bonus: float | None) -> float | None:
-        return _checked_bonus(bonus)
 
     @field_validator("per")
     @classmethod
