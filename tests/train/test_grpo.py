@@ -103,6 +103,19 @@ def test_env_fault_rollouts_are_never_negatives(rollouts):
     assert with_fault.stats["groups"] == 4
 
 
+def test_rollouts_whose_grading_raised_are_never_negatives(rollouts):
+    """``grade_error`` rollouts are stored failed with reward 0, though their answer may have been
+    right: like env faults, they neither train nor move their group's mean."""
+    from trajforge.harness.faults import GRADE_ERROR
+
+    broken = rollouts[0].model_copy(update={
+        "outcome": rollouts[0].outcome.model_copy(update={"tier": "failed", "correct": False,
+                                                          "fail_reason": GRADE_ERROR}),
+        "reward": rollouts[0].reward.model_copy(update={"total": 0.0})})
+    with_broken, without = to_rollouts(rollouts + [broken]), to_rollouts(rollouts)
+    assert with_broken.advantages == without.advantages and with_broken.sequences == without.sequences
+
+
 def test_drop_solved_keeps_tasks_with_signal_or_no_measurement(rollouts, sql_tasks):
     train = [t for t in sql_tasks if t.split == "train"]
     ids = sorted({t.task_id for t in rollouts})

@@ -190,10 +190,12 @@ def to_rollouts(trajs: list[Trajectory], scale: bool = True) -> Rollouts:
     rollout with a non-zero advantage. Rollouts without token ids cannot be trained on exactly and
     are refused."""
     import torch
+    from trajforge.grade.pools import ungradable
     from trajforge.store import is_fault
 
-    # An episode the infrastructure ended is never a negative, nor part of its group's mean.
-    trajs = [t for t in trajs if not is_fault(t)]
+    # An episode the infrastructure ended is never a negative, nor part of its group's mean; nor is
+    # one whose grading raised (reward 0 for an answer that may have been right).
+    trajs = [t for t in trajs if not (is_fault(t) or ungradable(t))]
     groups: dict[str, int] = {}
     gid = [groups.setdefault(t.task_id, len(groups)) for t in trajs]
     # cpu: a few floats per rollout, turned into Python numbers for the micro-batches right away.
