@@ -84,6 +84,11 @@ class EnvSpec:
     the expected value, the ``found_answer`` milestone). False grades the episode ``guessed``
     (``Outcome.guessed``): right by luck, so it is neither a recovery nor training data. None, or
     a None result, where the environment cannot tell (its verifier checks state, not a value)."""
+    progress: frozenset[str] | None = None
+    """The milestones that show a failed episode got close to the answer (SQL: ``found_answer``, a
+    result held it), which put it in the partial pool the GRPO curriculum draws from
+    (``grade/pools.py``). Leave out the milestones nearly every attempt reaches (a query ran, a
+    guess was submitted). None: any milestone counts; an empty set: no failure counts as close."""
     mistakes: Callable[[Task, Sequence[Task]], list[Mistake]] | None = None
     """Realistic mistakes for a task's self-repair demonstrations (``trajforge.tasks.repair``):
     ``mistakes(task, pool)`` gives this environment's wrong tables, columns, entities, nearest

@@ -3,9 +3,11 @@
 - ``positive`` — ``success`` and ``recovered`` episodes not marked ``guessed``: SFT demonstrations (``train sft --tiers
   success,recovered``); a recovered one trains with its failed and mistaken turns masked
   (``Trajectory.turn_learns``).
-- ``partial`` — ``failed`` episodes that reached at least one milestone (the right table queried,
-  the right page opened) and still ended wrong: the tasks the policy almost solves, where the
-  curriculum draws its GRPO tasks (``train/curriculum.Curriculum(partial=...)``).
+- ``partial`` — ``failed`` episodes that reached a milestone showing they got close (the
+  environment's ``EnvSpec.progress``: SQL's ``found_answer``, code's ``tests_passed``) and still
+  ended wrong: the tasks the policy almost solves, where the curriculum draws its GRPO tasks
+  (``train/curriculum.Curriculum(partial=...)``). Environments that name none (tool lists, most
+  plugins) count any milestone.
 - ``negative`` — every ``failed`` episode (the partial ones too): DPO's rejected, against a correct
   episode of the same task (``train/dpo.build_pairs``).
 - ``excluded`` — ``env_fault``, ``guessed`` (right by luck: no result held the answer), ungraded
@@ -18,9 +20,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Literal, NamedTuple
 
+from trajforge.envs.registry import MCP_PREFIX, env_spec
 from trajforge.harness.faults import GRADE_ERROR
 from trajforge.schema import Trajectory
 
@@ -39,9 +42,26 @@ def pools_of(traj: Trajectory) -> tuple[PoolName, ...]:
     if tier in ("success", "recovered"):
         return ("positive",) if traj.outcome.positive else ("excluded",)
     if tier == "failed":
-        reached = bool(traj.verdict and traj.verdict.milestones)
-        return ("partial", "negative") if reached else ("negative",)
+        return ("partial", "negative") if got_close(traj) else ("negative",)
     return ("excluded",)
+
+
+def got_close(traj: Trajectory) -> bool:
+    """Whether a failed episode reached one of its environment's ``progress`` milestones (any
+    milestone where the environment names none, is not installed here, or is a tool list, which
+    is never imported for this). A query that ran or a guess submitted is no sign of being close."""
+    reached = set(traj.verdict.milestones) if traj.verdict else set()
+    progress = _progress(traj.env)
+    return bool(reached) if progress is None else not reached.isdisjoint(progress)
+
+
+def _progress(env: str) -> Collection[str] | None:
+    if env.startswith(MCP_PREFIX):
+        return None
+    try:
+        return env_spec(env).progress
+    except Exception:  # noqa: BLE001 - a missing or broken plugin: the any-milestone rule
+        return None
 
 
 class QualityPools(NamedTuple):

@@ -5,9 +5,9 @@ solves) give zero advantage. Starting where the policy sometimes succeeds and mo
 mostly does keeps the groups informative.
 
 ``partial``: the task ids of the partial pool (``grade/pools.py``: failed episodes that reached a
-milestone, on tasks never solved) — the tasks the policy nearly solves, whose groups are the
-likeliest to disagree. ``partial_share`` of each tier's draws come from them while the tier has
-any.
+milestone showing they got close, ``EnvSpec.progress``, on tasks never solved) — the tasks the
+policy nearly solves, whose groups are the likeliest to disagree. ``partial_share`` of each
+tier's draws come from them while the tier has any.
 """
 
 from __future__ import annotations

@@ -91,8 +91,9 @@ class GRPOConfig(LoraSettings):
     curriculum_start: str = "easy"
     """Tier the curriculum starts at (a tuned policy that already masters easy can skip it)."""
     partial_from: str | None = None
-    """A store of graded samples whose partial pool (failed after reaching a milestone,
-    ``grade/pools.py``) the curriculum draws half its tasks from; None: tasks uniformly per tier."""
+    """A store of graded samples whose partial pool (failed after a milestone that shows it got
+    close, ``grade/pools.py``) the curriculum draws half its tasks from; None: tasks uniformly per
+    tier."""
     guided: bool = False
     """Guided exploration: rewind failing rollouts to the last good step and resample cooler."""
     explore: ExplorationConfig = Field(default_factory=ExplorationConfig)

@@ -16,6 +16,9 @@ from trajforge.envs.code.failures import wrong_answer_kind
 SPEC = EnvSpec(name="code", env=CodeEnv, generate=generate_code_tasks, world_generator=generator,
                summary="write a Python function; hidden tests run in a bubblewrap sandbox",
                wrong_answer=wrong_answer_kind,
+               # Close: the visible tests passed (run_tests runs only those), so a failed submit
+               # after it missed hidden cases only. Writing, running and submitting are any try.
+               progress=frozenset({"tests_passed"}),
                mistakes=code_mistakes)
 
 __all__ = ["SPEC", "CodeEnv"]

@@ -22,10 +22,14 @@ SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, world_genera
                tier=plan_tier, reasoning=reasoning_for,
                summary="questions about a seeded retail SQLite database (or your own file)",
                wrong_answer=wrong_answer_kind, grounded=answer_grounded,
+               # Close: a result held the answer. Any query that ran reaches query_ok and any
+               # guess reaches submitted, so those say nothing.
+               progress=frozenset({"found_answer"}),
                mistakes=sql_mistakes, rephrase=rephrase)
 EXEC_SPEC = EnvSpec(name="sql-exec", env=SqlExecEnv, generate=generate_sql_exec_tasks,
                     world_generator=lambda w: exec_generator(0, w), tier=plan_tier,
                     reasoning=reasoning_for, rephrase=rephrase,
+                    progress=frozenset(),  # its one milestone, submitted, is any query at all
                     summary="the same questions answered by a SQL query, scored by execution accuracy")
 
 __all__ = ["EXEC_SPEC", "SPEC", "SqlEnv", "SqlExecEnv"]

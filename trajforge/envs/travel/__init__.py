@@ -16,6 +16,9 @@ from trajforge.envs.travel.tasks import generate_travel_tasks, generator
 SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks, world_generator=lambda w: generator(0, w),
                summary="book flights and hotels against a seeded catalog of 20 cities",
                wrong_answer=wrong_answer_kind,
+               # Close: a search listed an expected item (found_option) or one was booked (booked).
+               # Any search with results, a forecast, or finish is reached by nearly every attempt.
+               progress=frozenset({"found_option", "booked"}),
                mistakes=travel_mistakes)
 
 __all__ = ["SPEC", "TravelEnv"]

@@ -15,6 +15,9 @@ from trajforge.envs.web.tasks import generate_web_tasks, generator
 SPEC = EnvSpec(name="web", env=WebEnv, generate=generate_web_tasks, world_generator=lambda w: generator(0, w),
                summary="shop and book classes on a seeded site through a text browser",
                wrong_answer=wrong_answer_kind,
+               # Close: the page of a product or class the task needs was reached (locate), or its
+               # form held the task's values (fill). Any page load is open; any order is submit.
+               progress=frozenset({"locate", "fill"}),
                mistakes=web_mistakes)
 
 __all__ = ["SPEC", "WebEnv"]
