@@ -375,3 +375,65 @@ def test_a_batchs_groups_are_logged_once_whatever_its_updates(rollouts, tiny_mod
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and all("reward" in r for r in rows)
     assert [r.get("groups") for r in rows] == [2, None, 2, None]
     assert [r.get("informative_groups") for r in rows] == [2, None, 2, None]
+
+
+class _Killed(Exception):
+    pass
+
+
+def _short_rollout(task, sample: int):
+    """A graded one-turn rollout of a few tokens (sample 0 solved, 1 failed): what a stub policy returns."""
+    from trajforge.schema.trajectory import Outcome, RewardBreakdown, Step, Trajectory
+
+    solved = sample % 2 == 0
+    return Trajectory(task_id=task.id, sample=sample, policy="stub", env=task.env, toolset_fingerprint="fp",
+                      dialect="hermes", tier=task.tier,
+                      steps=[Step(index=0, raw="", prompt_ids=[5, 6, 7], completion_ids=[8 + sample, 9])],
+                      outcome=Outcome(tier="success" if solved else "failed",
+                                      fail_reason=None if solved else "wrong_answer"),
+                      reward=RewardBreakdown(completion=float(solved), step=0.0, efficiency=0.0, violation=0.0,
+                                             weights=(1.0, 0.0, 0.0, 0.0), total=float(solved)))
+
+
+@pytest.mark.parametrize("curriculum,updates,every,die_at", [(True, 1, 2, 5), (False, 2, 3, 2)])
+def test_a_resumed_run_draws_the_tasks_of_an_uninterrupted_one(tiny_model, sql_tasks, tmp_path, monkeypatch,
+                                                                curriculum, updates, every, die_at):
+    """The task draws (uniform, or the curriculum's: its own RNG, unlocked tier and recent results)
+    live outside the python/torch RNG a checkpoint restores: a resume drew from a fresh
+    ``random.Random(seed)`` at the start tier, so steps k.. rolled out other tasks than an
+    uninterrupted run. The stub stands in for the model's rollouts (one solved, one failed per
+    task, so the curriculum unlocks ``medium`` after 16 rollouts, before the checkpoint). With
+    ``updates_per_batch`` = 2 the checkpoint at step 3 falls inside rollout batch 1: the resume
+    rolls that batch out again, on the same tasks."""
+    import trajforge.train.grpo as grpo_mod
+
+    train = [t for t in sql_tasks if t.split == "train"]
+    assert {"easy", "medium"} <= {t.tier for t in train}
+
+    def run(out, die_at=None):
+        drawn = []
+
+        def stub(net, tok, model, mine, cfg, seed, **kw):
+            if len(drawn) == die_at:
+                raise _Killed
+            drawn.append(([t.id for t in mine], seed))
+            return [_short_rollout(t, i) for t in mine for i in range(cfg.group_size)]
+
+        monkeypatch.setattr(grpo_mod, "collect_rollouts", stub)
+        cfg = GRPOConfig(r=4, alpha=8, steps=6, batch_size=2, group_size=2, curriculum=curriculum, promote_at=0.5,
+                         updates_per_batch=updates, checkpoint_every=every, seed=1)
+        try:
+            return drawn, train_grpo(train, tiny_model, out, cfg, progress=False, resume=True)
+        except _Killed:
+            return drawn, None
+
+    killed, _ = run(tmp_path / "a", die_at=die_at)
+    resumed, res = run(tmp_path / "a")
+    straight, full = run(tmp_path / "b")
+    batches = 6 // updates
+    assert res.resumed_from == every * (die_at * updates // every) and len(straight) == batches
+    assert killed == straight[:die_at]
+    assert resumed == straight[res.resumed_from // updates:]  # the same tasks, sampled with the same seeds
+    if curriculum:
+        assert full.curriculum == res.curriculum == [(3, "medium")]
+    assert res.rewards == pytest.approx(full.rewards) and len(full.rewards) == batches

@@ -69,7 +69,7 @@ class Checkpointer:
             save_file(adapter, str(tmp / "adapter.safetensors"))
             moments, groups = _optimizer_tensors(opt)
             save_file(moments, str(tmp / "optimizer.safetensors"))
-            state = {"step": step, "param_groups": groups, "python_rng": _jsonable(random.getstate()),
+            state = {"step": step, "param_groups": groups, "python_rng": jsonable(random.getstate()),
                      "processes": self.runtime.world if self.runtime else 1, **extra}
             (tmp / "state.json").write_text(json.dumps(state))
             for f in tmp.iterdir():
@@ -101,7 +101,7 @@ class Checkpointer:
             raise ValueError(f"{path} was written by {state.get('processes', 1)} process(es); resume with "
                              f"the same number (no RNG state for process {self._rank})")
         set_rng(load_file(str(rng)))
-        random.setstate(_tuplify(state["python_rng"]))
+        random.setstate(tuplify(state["python_rng"]))
         return state
 
     def _prune(self, current: int) -> None:
@@ -151,12 +151,13 @@ def _load_optimizer(opt, tensors: dict[str, Any], groups: list[dict]) -> None:
     opt.load_state_dict({"state": state, "param_groups": groups})
 
 
-def _jsonable(obj):
-    return [_jsonable(x) for x in obj] if isinstance(obj, (tuple, list)) else obj
+def jsonable(obj):
+    """An RNG state (nested tuples) as JSON lists; ``tuplify`` turns it back."""
+    return [jsonable(x) for x in obj] if isinstance(obj, (tuple, list)) else obj
 
 
-def _tuplify(obj):
-    return tuple(_tuplify(x) for x in obj) if isinstance(obj, list) else obj
+def tuplify(obj):
+    return tuple(tuplify(x) for x in obj) if isinstance(obj, list) else obj
 
 
 def _fsync(path: Path) -> None:

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Collection
 
 from trajforge.schema import Task
+from trajforge.train.checkpoint import jsonable, tuplify
 
 TIERS = ("easy", "medium", "hard")
 
@@ -67,6 +68,21 @@ class Curriculum:
                 and sum(seen) / len(seen) >= self.promote_at):
             self.level += 1
             self.history.append((step, self.levels[self.level]))
+
+    def state(self) -> dict:
+        """What the draws still to come depend on, as JSON: the unlocked tier, the recent results,
+        the RNG (its position in the stream) and the unlock history. Not replayable from the seed:
+        the results fed to ``record`` come from the rollouts."""
+        return {"level": self.level, "recent": {t: [int(x) for x in v] for t, v in self.recent.items()},
+                "rng": jsonable(self.rng.getstate()), "history": [list(h) for h in self.history]}
+
+    def load_state(self, state: dict) -> None:
+        """Continue from ``state()`` (a resumed run draws what the uninterrupted one would have)."""
+        self.level = int(state["level"])
+        for t, v in state["recent"].items():
+            self.recent[t] = deque((bool(x) for x in v), maxlen=self.window)
+        self.rng.setstate(tuplify(state["rng"]))
+        self.history = [(int(step), tier) for step, tier in state["history"]]
 
     def rates(self) -> dict[str, float]:
         return {t: sum(v) / len(v) for t, v in self.recent.items() if v}

@@ -38,6 +38,7 @@ from trajforge.harness.loop import Episode
 from trajforge.parse import get_dialect
 from trajforge.policies.models import resolve
 from trajforge.schema import Task, Trajectory
+from trajforge.train.checkpoint import jsonable, tuplify
 from trajforge.train.curriculum import Curriculum
 from trajforge.train.demos import TrainDemos, inherited_demos
 from trajforge.train.inloop import InLoopEval
@@ -429,6 +430,8 @@ class RolloutSteps:
         self.cache_tokens = 0  # the cached rollouts' sequence tokens, counted again by each update
         self.trained_tokens = 0
         self.stats: dict[str, Any] = {}
+        self.before_batch: dict[str, Any] = self._draws()
+        """The draw state before the current rollout batch's draws (``checkpoint_state``)."""
         self.server = None
         if cfg.rollout_server:
             from trajforge.policies.hf import adapter_lineage
@@ -440,6 +443,30 @@ class RolloutSteps:
 
     def prepare(self, runtime: Runtime, start: int) -> None:
         pass
+
+    def _draws(self) -> dict[str, Any]:
+        """What the task draws still to come depend on (JSON), and the per-batch results so far."""
+        return {"rng": jsonable(self.rng.getstate()),
+                "curriculum": self.curriculum.state() if self.curriculum else None,
+                "rewards": list(self.rewards), "solved": list(self.solved)}
+
+    def checkpoint_state(self, step: int) -> dict[str, Any]:
+        """The state a run resumed before ``step`` continues from. The task RNG and the curriculum
+        (its RNG, tier and recent results, which come from rollouts and cannot be replayed from the
+        seed) restart from their seed otherwise, and the resumed run draws other tasks. Inside a
+        rollout batch (``updates_per_batch`` > 1) a resume rolls that batch out again: it gets the
+        state from before the batch's draws, so it draws the same tasks."""
+        inside = step % self.cfg.updates_per_batch != 0
+        return {**(self.before_batch if inside else self._draws()), "trained_tokens": self.trained_tokens}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from ``checkpoint_state`` (on resume, before the first step)."""
+        self.rng.setstate(tuplify(state["rng"]))
+        if self.curriculum and state["curriculum"] is not None:
+            self.curriculum.load_state(state["curriculum"])
+        self.rewards, self.solved = list(state["rewards"]), list(state["solved"])
+        self.trained_tokens = int(state["trained_tokens"])
+        self.before_batch = self._draws()
 
     def _pick(self) -> list[Task]:
         cfg = self.cfg
@@ -461,6 +488,7 @@ class RolloutSteps:
         rollout_step = step // cfg.updates_per_batch
         if rollout_step not in self.cache:  # μ > 1: later updates reuse the same rollouts
             self.cache.clear()
+            self.before_batch = self._draws()
             self.net.eval()
             served = self._serve(rollout_step)
             trajs: list[Trajectory] = []

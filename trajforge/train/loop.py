@@ -30,6 +30,7 @@ loss is; the rest lives here once:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from pathlib import Path
@@ -40,6 +41,8 @@ from pydantic import BaseModel
 from trajforge.train.checkpoint import CHECKPOINTS, Checkpointer
 from trajforge.train.curves import Curves
 from trajforge.train.settings import LoraSettings
+
+log = logging.getLogger(__name__)
 
 
 class FitResult(BaseModel):
@@ -154,6 +157,10 @@ class StepBatches(Protocol):
     def for_step(self, step: int) -> list[Any]:
         """This process's micro-batches for optimizer step ``step``."""
 
+    # Optional, for batches made from state of their own (GRPO's task draws and curriculum):
+    # ``checkpoint_state(step) -> dict`` (JSON) is stored with a checkpoint of the run before
+    # ``step``; ``restore(state)`` gets it back on resume, before ``prepare``.
+
 
 class CallBatches:
     """Micro-batches from a function of the step (rollouts, pairs, anything made on the fly)."""
@@ -215,6 +222,7 @@ def fit(net, total: int, batches: StepBatches, loss_fn: LossFn, cfg: LoraSetting
         check_plan(ckpt.state(latest), plan, latest)
         state = ckpt.load(latest, net, opt)
         start, result = state["step"], FitResult(**state["result"])
+        restore_batches(batches, state, latest)
         result.resumed_from = start
         # The schedule advances only on steps taken: a step the NaN guard dropped left it where it was.
         for _ in range(start - result.skipped_nonfinite):
@@ -230,7 +238,7 @@ def fit(net, total: int, batches: StepBatches, loss_fn: LossFn, cfg: LoraSetting
                 if cfg.checkpoint_every and step % cfg.checkpoint_every:
                     # A resume (with a larger budget) goes on from here, not from the last
                     # periodic checkpoint: the steps since it are not trained twice.
-                    ckpt.save(step, net, opt, {"result": result.model_dump(), "plan": plan})
+                    ckpt.save(step, net, opt, saved_state(result, plan, batches, step))
                 result.stopped = "time budget"
                 if curves:
                     curves.log(step, stopped_for_time=1)
@@ -261,13 +269,35 @@ def fit(net, total: int, batches: StepBatches, loss_fn: LossFn, cfg: LoraSetting
                 if metrics and curves:
                     curves.log_eval(step + 1, metrics)
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < total:
-                ckpt.save(step + 1, net, opt, {"result": result.model_dump(), "plan": plan})
+                ckpt.save(step + 1, net, opt, saved_state(result, plan, batches, step + 1))
             advance(1)
     net.eval()
     result.peak_memory_gb = memory.sample()
     if curves:
         curves.close()
     return result
+
+
+def saved_state(result: FitResult, plan: dict[str, Any], batches: StepBatches, step: int) -> dict[str, Any]:
+    """A checkpoint's JSON state before ``step``: the result so far, the plan, and the batches' own
+    state when they keep one (``checkpoint_state``)."""
+    state = {"result": result.model_dump(), "plan": plan}
+    if hasattr(batches, "checkpoint_state"):
+        state["batches"] = batches.checkpoint_state(step)
+    return state
+
+
+def restore_batches(batches: StepBatches, state: dict[str, Any], where: Path) -> None:
+    """Hand the batches their state saved with the checkpoint. A checkpoint from before it was
+    stored goes on with the batches' state afresh (the steps to come then differ from an
+    uninterrupted run's), said in a warning rather than refused: its training is not lost."""
+    if not hasattr(batches, "restore"):
+        return
+    if "batches" not in state:
+        log.warning("%s holds no state of the run's batches (written by an older trajforge): the steps "
+                    "from here draw afresh, unlike an uninterrupted run", where)
+        return
+    batches.restore(state["batches"])
 
 
 RESUMABLE_CHANGES = frozenset({"max_seconds", "eval_every", "checkpoint_every", "keep_checkpoints", "device",
