@@ -149,6 +149,18 @@ def env_spec(name: str) -> EnvSpec:
                    f"(or mcp:PATH/tools.json for a tool list)")
 
 
+def graded_spec(name: str) -> EnvSpec | None:
+    """The spec whose hooks grading reads (``wrong_answer``, ``grounded``, ``progress``), or None
+    where grading goes on without them: a tool list (``mcp:``: its lookup would import the user's
+    module) and an environment not installed here or whose plugin fails to load."""
+    if name.startswith(MCP_PREFIX):
+        return None
+    try:
+        return env_spec(name)
+    except Exception:  # noqa: BLE001 - a missing or broken plugin: grading uses no hooks
+        return None
+
+
 def env_names() -> list[str]:
     """Every environment name this process can build (MCP tool lists aside)."""
     return sorted({*BUILTINS, *_registered, *_plugin_points()})

@@ -40,7 +40,7 @@ concluded stays in ``traj.verdict``.
 from __future__ import annotations
 
 from trajforge._compat import moved_names
-from trajforge.envs.registry import MCP_PREFIX, env_spec
+from trajforge.envs.registry import graded_spec
 from trajforge.harness.faults import CONTEXT_EXCEEDED, HARNESS_ERROR, NOTES
 from trajforge.schema import Outcome, Step, Trajectory, Verdict
 
@@ -161,12 +161,10 @@ def _wrong_answer(traj: Trajectory) -> str:
     ``wrong_answer``. Grading never fails on it: an environment that is not installed here, or a
     hook that raises, gives the plain reason. Tool-list (``mcp:``) environments have none, and
     looking one up would import the user's module."""
-    if traj.env.startswith(MCP_PREFIX):
-        return "wrong_answer"
+    spec = graded_spec(traj.env)
     try:
-        hook = env_spec(traj.env).wrong_answer
-        kind = hook(traj) if hook is not None else None
-    except Exception:  # noqa: BLE001 - a missing plugin or a broken hook: the plain reason
+        kind = spec.wrong_answer(traj) if spec and spec.wrong_answer else None
+    except Exception:  # noqa: BLE001 - a broken hook: the plain reason
         kind = None
     return kind or "wrong_answer"
 
@@ -174,12 +172,10 @@ def _wrong_answer(traj: Trajectory) -> str:
 def _guessed(traj: Trajectory) -> bool:
     """Whether the environment says the accepted answer came from no result (``EnvSpec.grounded``
     returned False). Like ``_wrong_answer``, grading never fails on it."""
-    if traj.env.startswith(MCP_PREFIX):
-        return False
+    spec = graded_spec(traj.env)
     try:
-        hook = env_spec(traj.env).grounded
-        return hook is not None and hook(traj) is False
-    except Exception:  # noqa: BLE001 - a missing plugin or a broken hook: not marked
+        return spec is not None and spec.grounded is not None and spec.grounded(traj) is False
+    except Exception:  # noqa: BLE001 - a broken hook: not marked
         return False
 
 

@@ -20,10 +20,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
-from trajforge.envs.registry import MCP_PREFIX, env_spec
+from trajforge.envs.registry import graded_spec
 from trajforge.harness.faults import GRADE_ERROR
 from trajforge.schema import Trajectory
 
@@ -51,17 +51,9 @@ def got_close(traj: Trajectory) -> bool:
     milestone where the environment names none, is not installed here, or is a tool list, which
     is never imported for this). A query that ran or a guess submitted is no sign of being close."""
     reached = set(traj.verdict.milestones) if traj.verdict else set()
-    progress = _progress(traj.env)
+    spec = graded_spec(traj.env)
+    progress = spec.progress if spec else None
     return bool(reached) if progress is None else not reached.isdisjoint(progress)
-
-
-def _progress(env: str) -> Collection[str] | None:
-    if env.startswith(MCP_PREFIX):
-        return None
-    try:
-        return env_spec(env).progress
-    except Exception:  # noqa: BLE001 - a missing or broken plugin: the any-milestone rule
-        return None
 
 
 class QualityPools(NamedTuple):
