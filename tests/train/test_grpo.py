@@ -382,11 +382,12 @@ class _Killed(Exception):
 
 
 def _short_rollout(task, sample: int):
-    """A graded one-turn rollout of a few tokens (sample 0 solved, 1 failed): what a stub policy returns."""
+    """A graded one-turn rollout of a few tokens (even samples solved, odd failed): the model's
+    rollouts, scripted (the model boundary is the one place tests replace)."""
     from trajforge.schema.trajectory import Outcome, RewardBreakdown, Step, Trajectory
 
     solved = sample % 2 == 0
-    return Trajectory(task_id=task.id, sample=sample, policy="stub", env=task.env, toolset_fingerprint="fp",
+    return Trajectory(task_id=task.id, sample=sample, policy="scripted", env=task.env, toolset_fingerprint="fp",
                       dialect="hermes", tier=task.tier,
                       steps=[Step(index=0, raw="", prompt_ids=[5, 6, 7], completion_ids=[8 + sample, 9])],
                       outcome=Outcome(tier="success" if solved else "failed",
@@ -401,8 +402,9 @@ def test_a_resumed_run_draws_the_tasks_of_an_uninterrupted_one(tiny_model, sql_t
     """The task draws (uniform, or the curriculum's: its own RNG, unlocked tier and recent results)
     live outside the python/torch RNG a checkpoint restores: a resume drew from a fresh
     ``random.Random(seed)`` at the start tier, so steps k.. rolled out other tasks than an
-    uninterrupted run. The stub stands in for the model's rollouts (one solved, one failed per
-    task, so the curriculum unlocks ``medium`` after 16 rollouts, before the checkpoint). With
+    uninterrupted run. ``collect_rollouts`` (the model boundary) is scripted: one solved and one
+    failed rollout per task, so the curriculum unlocks ``medium`` after 16 rollouts, before the
+    checkpoint. With
     ``updates_per_batch`` = 2 the checkpoint at step 3 falls inside rollout batch 1: the resume
     rolls that batch out again, on the same tasks."""
     import trajforge.train.grpo as grpo_mod
@@ -413,13 +415,13 @@ def test_a_resumed_run_draws_the_tasks_of_an_uninterrupted_one(tiny_model, sql_t
     def run(out, die_at=None):
         drawn = []
 
-        def stub(net, tok, model, mine, cfg, seed, **kw):
+        def scripted_rollouts(net, tok, model, mine, cfg, seed, **kw):
             if len(drawn) == die_at:
                 raise _Killed
             drawn.append(([t.id for t in mine], seed))
             return [_short_rollout(t, i) for t in mine for i in range(cfg.group_size)]
 
-        monkeypatch.setattr(grpo_mod, "collect_rollouts", stub)
+        monkeypatch.setattr(grpo_mod, "collect_rollouts", scripted_rollouts)
         cfg = GRPOConfig(r=4, alpha=8, steps=6, batch_size=2, group_size=2, curriculum=curriculum, promote_at=0.5,
                          updates_per_batch=updates, checkpoint_every=every, seed=1)
         try:
