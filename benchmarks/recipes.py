@@ -19,6 +19,10 @@ demo's harness:
   from 3 vocabulary worlds (``synth --worlds 4 --world-train 61``: renamed categories, products
   and cities in world 0's schema; test and held-out unchanged in world 0), 1 epoch: the same
   steps as ``sft``'s 2 over half the data;
+- ``compose``: the demo's recipe on expert episodes of the demo's train split plus half as many
+  again from ``COMPOSE_TEMPLATES`` (``synth --compose 91``; ``--compose-n``, ``--compose-templates``: more cells of the grids the two
+  held-out-only templates sit in — stock and units in other frames — whose held-out cells stay
+  unseen), the epochs cut to keep ``sft``'s steps;
 - ``rephrase``: the demo's recipe on the expert's episodes of the demo's train split plus one
   reworded copy of each (``synth --rephrasings 1``: the same plan and answer, the question in
   another of its template's wordings; test and held-out keep theirs), 1 epoch: the same steps
@@ -69,7 +73,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-RECIPES = ("sft", "repair", "retrieval", "worlds", "rephrase", "defaults", "rft", "dpo", "dpo-online", "grpo")
+RECIPES = ("sft", "repair", "retrieval", "worlds", "compose", "rephrase", "defaults", "rft", "dpo", "dpo-online", "grpo")
 FROM_SFT = ("dpo", "dpo-online", "grpo")  # start from the sft adapter (rft from --rft-from's)
 DEMO_RECIPE = dict(epochs=2.0, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
 
@@ -110,6 +114,9 @@ def main() -> None:
     ap.add_argument("--replay-share", type=float, default=None,
                     help="self-distilled replay share of every recipe but defaults (default: the library's, "
                          "0.3; the demo runs 0)")
+    ap.add_argument("--compose-n", type=int, default=91, help="compose: tasks added (half the 182)")
+    ap.add_argument("--compose-templates", default="",
+                    help="compose: these COMPOSE_TEMPLATES ids only, comma-separated (default all)")
     ap.add_argument("--eval-test", action="store_true")
     ap.add_argument("--forgetting", action="store_true")
     args = ap.parse_args()
@@ -189,6 +196,11 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
     elif recipe == "worlds":
         res = train_sft(world_experts(out, args), args.model, adapter, recipe_cfg.model_copy(update={"epochs": 1.0}))
         info = {"trained_tokens": res.tokens, "steps": res.steps}
+    elif recipe == "compose":
+        data = compose_experts(out, args, split)
+        epochs = DEMO_RECIPE["epochs"] * len(expert) / len(data)  # sft's steps over more data
+        res = train_sft(data, args.model, adapter, recipe_cfg.model_copy(update={"epochs": epochs}))
+        info = {"trained_tokens": res.tokens, "steps": res.steps, "epochs": round(epochs, 3)}
     elif recipe == "rephrase":
         res = train_sft(rephrased_experts(out, split), args.model, adapter, recipe_cfg.model_copy(update={"epochs": 1.0}))
         info = {"trained_tokens": res.tokens, "steps": res.steps}
@@ -352,6 +364,19 @@ def world_experts(out: Path, args) -> list:
     train = [t for t in synthesize("sql", args.n, args.seed, worlds=4, world_train=more).tasks if t.split == "train"]
     collect(train, make_policy("expert"), out / "worlds-expert", show_progress=False)
     return TrajectoryStore(out / "worlds-expert").read()
+
+
+def compose_experts(out: Path, args, split) -> list:
+    """Expert episodes on the demo's train split plus ``--compose-n`` on ``COMPOSE_TEMPLATES`` tasks."""
+    from trajforge.envs.sql.tasks import generate_compose_tasks
+    from trajforge.eval.run import collect
+    from trajforge.policies import make_policy
+    from trajforge.store import TrajectoryStore
+
+    only = tuple(t for t in args.compose_templates.split(",") if t)
+    more = generate_compose_tasks(args.compose_n, args.seed, only=only).tasks
+    collect(split["train"] + more, make_policy("expert"), out / "compose-expert", show_progress=False)
+    return TrajectoryStore(out / "compose-expert").read()
 
 
 def rephrased_experts(out: Path, split) -> list:

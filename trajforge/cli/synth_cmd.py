@@ -69,6 +69,9 @@ def synth(
                                     "this many train tasks from each other world"),
     rephrasings: int = typer.Option(0, help="templates: add this many reworded copies of each train "
                                     "task (the same plan and answer, the question said differently)"),
+    compose: int = typer.Option(0, help="templates: add this many train tasks of the environment's "
+                                "composition templates (the held-out templates' parts in other "
+                                "combinations; sql)"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql or sql-exec)"),
@@ -110,6 +113,10 @@ def synth(
         _fail(f"--rephrasings must be 0 or more, not {rephrasings}")
     if rephrasings and (questions or llm):
         _fail("--rephrasings is for template generation, not --questions or --llm")
+    if compose < 0:
+        _fail(f"--compose must be 0 or more, not {compose}")
+    if compose and (questions or llm):
+        _fail("--compose is for template generation, not --questions or --llm")
     refuse_target(out, "--out")
     refuse_target(rejected, "--rejected")
     try:
@@ -123,7 +130,7 @@ def synth(
         report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
     else:
         report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options,
-                                 worlds, world_train)
+                                 worlds, world_train, compose)
     report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
@@ -229,7 +236,8 @@ def _from_questions(env, db, questions, db_dir, split, compare, dedup, similarit
 
 
 def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
-              llm_options: dict, worlds: int = 1, world_train: int = 0) -> tuple[SynthReport, str | None]:
+              llm_options: dict, worlds: int = 1, world_train: int = 0,
+              compose: int = 0) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if llm:
         from pydantic import ValidationError
@@ -253,9 +261,9 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
     from trajforge.tasks import synthesize
 
     try:
-        return synthesize(env, n, seed, worlds, world_train), None
+        return synthesize(env, n, seed, worlds, world_train, compose=compose), None
     except ValueError as e:
-        if worlds != 1:
+        if worlds != 1 or compose:
             _fail(str(e))
         _fail(f"{e}; use --llm to have an LLM write tasks for it")
     raise AssertionError("unreachable")

@@ -194,3 +194,65 @@ def test_ties_and_heldout_answers_are_dropped(monkeypatch):
     assert report.dropped["ambiguous_answer"] == n_seen + n_held
     assert report.dropped["heldout_leak"] == n_seen
     assert {t.split for t in report.tasks} == {"heldout"} and len(report.tasks) == 3
+
+
+def _skeleton(sql: str) -> str:
+    """A query's structure: lower case, one space between tokens, the slots left as slots."""
+    return " ".join(sql.lower().replace("(", " ( ").replace(")", " ) ").replace(",", " , ").split())
+
+
+def test_compose_never_holds_a_heldout_structure():
+    # The compose templates fill in the grids the held-out-only templates sit in; the held-out
+    # cells themselves (a product's stock by name, units over city x category) must stay unseen,
+    # or the held-out split would test recall of a trained query.
+    held = {_skeleton(q) for t in TEMPLATES if t.heldout_only for q in t.sql}
+    seen = {_skeleton(q) for t in (*TEMPLATES, *sqltasks.COMPOSE_TEMPLATES) if not t.heldout_only
+            for q in t.sql}
+    assert held and not held & seen
+    assert not {t.id for t in sqltasks.COMPOSE_TEMPLATES} & {t.id for t in TEMPLATES}
+    assert not any(t.heldout_only for t in sqltasks.COMPOSE_TEMPLATES)
+    # and a compose query that did read a held-out cell is caught by the check above
+    stock = sqltasks.TEMPLATES_BY_ID["product_stock"]
+    assert _skeleton(stock.sql[0]) in held
+    assert _skeleton("SELECT stock FROM products  WHERE name = '{product}'") in held
+
+
+def test_compose_tasks_are_verified_train_and_test_with_seen_entities_only():
+    report = sqltasks.generate_compose_tasks(30, seed=1, test=6)
+    assert Counter(t.split for t in report.tasks) == {"train": 30, "test": 6}
+    assert {t.template for t in report.tasks} == {t.id for t in sqltasks.COMPOSE_TEMPLATES}
+    banned = {v.casefold() for v in heldout_values()}
+    for task in report.tasks:
+        assert replay_reference(task).correct, task.id
+        text = (task.prompt + json.dumps(task.expected)).casefold()
+        assert not [b for b in banned if b in text], task.id
+        assert len(task.reasoning) == len(task.reference)
+        assert "{" not in "".join(task.reasoning), task.reasoning
+    pool = {t.id for t in generate_sql_tasks(260, seed=1).tasks}
+    assert not pool & {t.id for t in report.tasks}
+    assert sqltasks.generate_compose_tasks(0).tasks == []
+
+
+def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):
+    from typer.testing import CliRunner
+
+    from trajforge.cli.main import app
+
+    plain, more = synthesize("sql", 60, seed=2), synthesize("sql", 60, seed=2, compose=12)
+    compose_ids = {t.id for t in sqltasks.COMPOSE_TEMPLATES}
+    added = [t for t in more.tasks if t.template in compose_ids]
+    assert len(added) == 12 and {t.split for t in added} == {"train"}
+    assert [t for t in more.tasks if t.template not in compose_ids] == plain.tasks
+    splits = [t.split for t in more.tasks]
+    assert splits == sorted(splits, key=["train", "test", "heldout"].index)  # still grouped
+    with pytest.raises(ValueError, match="has no composition templates"):
+        synthesize("travel", 20, compose=3)
+    out = tmp_path / "tasks.jsonl"
+    result = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "60", "--seed", "2", "--compose", "12",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert {t.template for t in read_tasks(out)} & compose_ids
+    bad = CliRunner().invoke(app, ["synth", "--env", "sql", "--compose", "-1", "--out", str(tmp_path / "x.jsonl")])
+    assert bad.exit_code != 0 and "--compose must be 0 or more" in bad.output
+    bad = CliRunner().invoke(app, ["synth", "--env", "travel", "--compose", "2", "--out", str(tmp_path / "y.jsonl")])
+    assert bad.exit_code != 0 and "no composition templates" in bad.output

@@ -15,10 +15,12 @@ from trajforge.envs.sql.rephrasings import rephrase
 from trajforge.envs.sql.failures import answer_grounded, wrong_answer_kind
 from trajforge.envs.sql.env import SqlEnv
 from trajforge.envs.sql.execution import SqlExecEnv
-from trajforge.envs.sql.tasks import exec_generator, generate_sql_exec_tasks, generate_sql_tasks, generator, reasoning_for
+from trajforge.envs.sql.tasks import (exec_generator, generate_compose_tasks, generate_sql_exec_tasks, generate_sql_tasks,
+                                      generator, reasoning_for)
 from trajforge.envs.sql.tiering import plan_tier
 
 SPEC = EnvSpec(name="sql", env=SqlEnv, generate=generate_sql_tasks, world_generator=lambda w: generator(0, w),
+               compose=generate_compose_tasks,
                tier=plan_tier, reasoning=reasoning_for,
                summary="questions about a seeded retail SQLite database (or your own file)",
                wrong_answer=wrong_answer_kind, grounded=answer_grounded,

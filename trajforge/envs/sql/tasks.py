@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -261,7 +263,97 @@ TEMPLATES: tuple[Template, ...] = (
                    "The order was placed by {answer}, so I'll submit that name."),
     ),
 )
-TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
+
+# ---- composition: train-only cells of the grid the held-out templates sit in -----------------
+# The held-out-only templates each combine two things the train templates show apart: a product
+# looked up by name (``product_price``) with its stock (``low_stock_in_category``), and units
+# (``units_sold_of_product``) with the city x category join (``city_spend_on_category``). Trained
+# on those alone, a 135M model copies the nearest template instead (``COUNT(*)`` or
+# ``SUM(oi.quantity)`` for a stock question; stops 35-42: 0/32 and <= 2/16 held-out). These
+# templates fill in more of each grid — stock and another column in other frames, units and
+# spending over each filter — so training shows that the question's words choose the column and
+# the filter, while the held-out cells themselves (a product's stock by name; units over
+# city x category) stay unseen: ``test_compose_never_holds_a_heldout_structure``. They are drawn
+# for train and test only (``generate_compose_tasks``), never in the held-out split.
+COMPOSE_TEMPLATES: tuple[Template, ...] = (
+    Template(
+        id="category_stock_total", tier="easy", slots=("category",), answer="number",
+        prompt="How many units of {category} products are in stock in total? Answer with a number.",
+        sql=("SELECT SUM(stock) FROM products WHERE category = '{category}'",),
+        reasoning=("I'll add up the stock of the {category} products in the products table.",
+                   "There are {answer} units in stock, so I'll submit {answer}."),
+    ),
+    Template(
+        id="most_stocked_in_category", tier="easy", slots=("category",), answer="name",
+        unique_top=True,
+        prompt="Which {category} product has the most units in stock? Answer with the product name.",
+        sql=("SELECT name, stock FROM products WHERE category = '{category}' "
+             "ORDER BY stock DESC LIMIT 1",),
+        reasoning=("I'll sort the {category} products by stock and take the top one.",
+                   "The {answer} has the most units in stock, so I'll submit its name."),
+    ),
+    Template(
+        id="product_category", tier="easy", slots=("product",), answer="name",
+        prompt="Which category is the {product} in? Answer with the category name.",
+        sql=("SELECT category FROM products WHERE name = '{product}'",),
+        reasoning=("I'll look up the category of the {product} in the products table.",
+                   "The {product} is in {answer}, so I'll submit {answer}."),
+    ),
+    Template(
+        id="city_units_total", tier="medium", slots=("city",), answer="number",
+        prompt="How many units did customers in {city} buy in total? Answer with a number.",
+        sql=(f"SELECT SUM(oi.quantity) {_ITEMS_BY_CITY} WHERE c.city = '{{city}}'",),
+        reasoning=("I'll sum the quantities of all items bought by customers in {city}.",
+                   "They bought {answer} units, so I'll submit {answer}."),
+    ),
+    Template(
+        id="category_units_sold", tier="medium", slots=("category",), answer="number",
+        prompt="How many units of {category} products have been sold in total? Answer with a number.",
+        sql=("SELECT SUM(oi.quantity) FROM order_items oi JOIN products p "
+             "ON oi.product_id = p.id WHERE p.category = '{category}'",),
+        reasoning=("I'll add up the quantities in order_items for {category} products.",
+                   "In total {answer} units were sold, so I'll submit {answer}."),
+    ),
+    Template(
+        id="city_spend_total", tier="medium", slots=("city",), answer="number",
+        prompt="How much did customers in {city} spend in total? Answer with a number.",
+        sql=(f"SELECT ROUND(SUM(oi.quantity * oi.unit_price), 2) {_ITEMS_BY_CITY} "
+             "WHERE c.city = '{city}'",),
+        reasoning=("I'll sum quantity times unit price over all items bought in {city}.",
+                   "They spent {answer}, so I'll submit that amount."),
+    ),
+    Template(
+        id="product_revenue", tier="medium", slots=("product",), answer="number",
+        prompt="How much money has been spent on the {product} in total? Answer with a number.",
+        sql=("SELECT ROUND(SUM(oi.quantity * oi.unit_price), 2) FROM order_items oi JOIN products p "
+             "ON oi.product_id = p.id WHERE p.name = '{product}'",),
+        reasoning=("I'll sum quantity times unit price in order_items for the {product}.",
+                   "The {product} brought in {answer}, so I'll submit that amount."),
+    ),
+)
+TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in (*TEMPLATES, *COMPOSE_TEMPLATES)}
+
+
+def generate_compose_tasks(n: int, seed: int = 0, db_seed: int = 0, test: int = 0,
+                           only: Sequence[str] = ()) -> SynthReport:
+    """``n`` verified train tasks (and ``test`` test tasks) of ``COMPOSE_TEMPLATES`` (``only``:
+    those ids), seen entities only: more of the grid the held-out templates sit in, to add to a
+    pool's train split (``synth --compose N``). Their ids differ from every ``TEMPLATES`` task
+    (the template is in the id), so they never duplicate a pool's own."""
+    unknown = set(only) - {t.id for t in COMPOSE_TEMPLATES}
+    if unknown:
+        raise ValueError(f"no compose templates {sorted(unknown)}; there are "
+                         f"{', '.join(t.id for t in COMPOSE_TEMPLATES)}")
+    gen = TemplateGenerator(
+        templates=tuple(t for t in COMPOSE_TEMPLATES if not only or t.id in only), draw=lambda t, rng, heldout: draw_entities(t, rng, False),
+        space=lambda t, heldout: _space_size(t, False),
+        task_id=lambda t, e: task_id(t, e, db_seed),
+        build=lambda t, e, split: build_task(t, e, split, db_seed))
+    dropped: Counter[str] = Counter()
+    targets = {s: k for s, k in (("train", n), ("test", test)) if k}
+    tasks = gen.fill(targets, random.Random(seed), set(), dropped) if targets else []
+    return gen.report(tasks, dropped, n + test)
+
 
 def task_id(template: Template, entities: dict[str, str], db_seed: int, world: int = 0) -> str:
     """Stable id: same template, entities and database give the same id on any machine."""
@@ -473,7 +565,7 @@ def _answer_text(expected: object) -> str:
 
 
 __all__ = [
-    "EXEC_TEMPLATES", "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_exec_task",
-    "build_task", "draw_entities", "entity_values", "exec_generator", "generate_sql_exec_tasks", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
+    "COMPOSE_TEMPLATES", "EXEC_TEMPLATES", "HELDOUT_CATEGORIES", "HELDOUT_COUNTRIES", "TEMPLATES", "Template", "build_exec_task",
+    "build_task", "draw_entities", "entity_values", "exec_generator", "generate_compose_tasks", "generate_sql_exec_tasks", "generate_sql_tasks", "generator", "heldout_values", "plain_reasoning", "reasoning_for",
     "task_id",
 ]
