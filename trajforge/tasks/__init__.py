@@ -47,7 +47,8 @@ def _with_compose(env: str, report: SynthReport, n: int, seed: int) -> SynthRepo
     dropped = dict(report.dropped)
     for reason, count in more.dropped.items():
         dropped[f"compose_{reason}"] = dropped.get(f"compose_{reason}", 0) + count
-    return SynthReport(tasks=train + more.tasks + [t for t in tasks if t.split != "train"], dropped=dropped)
+    return report.model_copy(update={"tasks": train + more.tasks + [t for t in tasks if t.split != "train"],
+                                     "dropped": dropped})
 
 
 def _generate(env: str, n: int, seed: int, worlds: int, world_train: int) -> SynthReport:

@@ -27,6 +27,7 @@ question does not ask for.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import Counter
@@ -344,11 +345,9 @@ def generate_compose_tasks(n: int, seed: int = 0, db_seed: int = 0, test: int = 
     if unknown:
         raise ValueError(f"no compose templates {sorted(unknown)}; there are "
                          f"{', '.join(t.id for t in COMPOSE_TEMPLATES)}")
-    gen = TemplateGenerator(
-        templates=tuple(t for t in COMPOSE_TEMPLATES if not only or t.id in only), draw=lambda t, rng, heldout: draw_entities(t, rng, False),
-        space=lambda t, heldout: _space_size(t, False),
-        task_id=lambda t, e: task_id(t, e, db_seed),
-        build=lambda t, e, split: build_task(t, e, split, db_seed))
+    # The pool's own generator with these templates: fill() draws seen entities for train and test.
+    gen = dataclasses.replace(generator(db_seed),
+                              templates=tuple(t for t in COMPOSE_TEMPLATES if not only or t.id in only))
     dropped: Counter[str] = Counter()
     targets = {s: k for s, k in (("train", n), ("test", test)) if k}
     tasks = gen.fill(targets, random.Random(seed), set(), dropped) if targets else []
