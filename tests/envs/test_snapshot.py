@@ -13,6 +13,7 @@ def test_sql_restore_undoes_a_submission_and_milestones():
     env = make_env("sql")
     env.reset(_task())
     env.execute(ToolCall(name="list_tables", arguments={}))
+    env.execute(ToolCall(name="run_sql", arguments={"query": "SELECT 7"}))  # else the submission is refused
     snap = env.snapshot()
     env.execute(ToolCall(name="submit_answer", arguments={"answer": "7"}))
     assert env.done and env.answer == "7"

@@ -149,7 +149,8 @@ def test_memorised_train_vs_heldout_gap(tmp_path, expert_held):
     """The subject solves every train task and no held-out one: success flat names memorisation,
     and the gap rule fires; the control solves both."""
     mem, ok = tmp_path / "mem", tmp_path / "ok"
-    for root, held in ((mem, episodes(HELD, policy("tuned", WRONG))), (ok, expert_held)):
+    # WRONG at every turn: the first, with no query behind it, is refused (SqlEnv.refuse_unsupported).
+    for root, held in ((mem, episodes(HELD, policy("tuned", WRONG, WRONG))), (ok, expert_held)):
         store(root, "eval_store", episodes(TRAIN, ExpertPolicy(name="tuned")) + held)
         curves(root, loss=FALLING, evals=[(10, {"completion": 0.0}), (30, {"completion": 0.0})])
     (gap,) = fired(mem, "generalization_gap")
@@ -312,8 +313,10 @@ def test_guessed_answers_are_named_and_are_not_recoveries(tmp_path):
         return WRONG.replace("not the answer", str(req.task.expected))
 
     store(tmp_path, "s", episodes(HELD, ScriptedPolicy(guess, name="tuned")))
-    (w,) = fired(tmp_path, "recovery")
-    assert w.evidence == {"guessed": 12, "solved": 12, "share_at": dr.GUESSED_SHARE} and "guesses" in w.title
+    # Each guess is refused once (no query behind it) and taken the second time: the refusals are
+    # errors no episode recovered from, so the rule also names that; the guesses are named apart.
+    (w,) = [f for f in fired(tmp_path, "recovery") if "guesses" in f.title]
+    assert w.evidence == {"guessed": 12, "solved": 12, "share_at": dr.GUESSED_SHARE}
 
 
 def test_recovery_control(tmp_path, expert_held):
@@ -340,7 +343,7 @@ def test_broken_rewards_completion_weight_zero(tmp_path, expert_train):
     """A RewardConfig with the completion weight 0: solving earns nothing, and the doctor says so."""
     broken, ok = tmp_path / "broken", tmp_path / "ok"
     store(broken, "s", episodes(TRAIN, ExpertPolicy(), RewardConfig(weights=(0.0, 0.3, 0.1, 0.1))))
-    store(ok, "s", expert_train + episodes(HELD, policy("tuned", WRONG)))
+    store(ok, "s", expert_train + episodes(HELD, policy("tuned", WRONG, WRONG)))
     (f,) = fired(broken, "reward_static")
     assert f.status == "problem" and "completion weight l1 is 0" in f.title and "solving the task earns nothing" in f.cause
     assert f.evidence["rules"] == ["default"]
@@ -367,7 +370,7 @@ def test_one_total_for_all_fires_only_when_outcomes_differ(tmp_path, expert_trai
     store(same, "train_store", alike)
     assert not fired(same, "reward_static") and checked_ok(same, "reward_static")
     zero = RewardConfig(weights=(0.0, 0.0, 0.0, 0.0))
-    store(blind, "s", episodes(TRAIN[:6], ExpertPolicy(), zero) + episodes(TRAIN[6:], policy("tuned", WRONG), zero))
+    store(blind, "s", episodes(TRAIN[:6], ExpertPolicy(), zero) + episodes(TRAIN[6:], policy("tuned", WRONG, WRONG), zero))
     one = next(f for f in fired(blind, "reward_static") if "every episode's reward" in f.title)
     assert one.evidence == {"episodes": 12, "solved": 6}
 
@@ -512,7 +515,7 @@ def test_tiny_learning_rate_real_sft_run(tmp_path, monkeypatch):
 def test_healthy_run_says_so(tmp_path, expert_train, expert_held):
     store(tmp_path, "train_store", expert_train)
     tuned_on_train = episodes(TRAIN, ExpertPolicy(name="tuned"))  # so the train/held-out gap is measured
-    store(tmp_path, "eval_store", episodes(HELD, policy("base", WRONG)) + expert_held + tuned_on_train)
+    store(tmp_path, "eval_store", episodes(HELD, policy("base", WRONG, WRONG)) + expert_held + tuned_on_train)
     adapter(curves(tmp_path, loss=FALLING, lr=[1e-3] * 30, grad_norm=[1.0] * 30,
                    evals=[(10, {"completion": 0.3, "avg_turns": 2.5, "validity": 0.8}),
                           (30, {"completion": 0.8, "avg_turns": 2.1, "validity": 0.95})]),

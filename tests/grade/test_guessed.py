@@ -21,17 +21,20 @@ SEVEN = call("run_sql", query="SELECT count(*) - 113 FROM customers")
 
 
 def test_a_right_answer_after_an_error_with_no_result_holding_it_is_a_guess_not_a_recovery():
-    guess = episode(SQL_TASK, [ERROR, call("submit_answer", answer="7")])
     earned = episode(SQL_TASK, [ERROR, SEVEN, call("submit_answer", answer="7")])
-    lucky_first = episode(SQL_TASK, [call("submit_answer", answer="7")])
+    # With no query behind it a submission is refused once (SqlEnv.refuse_unsupported): the scripted
+    # agent insists, so its guess is taken the second time, with the refusal as an error before it.
+    guess = episode(SQL_TASK, [ERROR, call("submit_answer", answer="7"), call("submit_answer", answer="7")])
+    lucky_first = episode(SQL_TASK, [call("submit_answer", answer="7")] * 2)
+    assert [s.results[0].error for s in guess.steps] == ["no_such_column", "unsupported_answer", None]
     assert guess.outcome.tier == "recovered" and guess.outcome.guessed
     assert earned.outcome.tier == "recovered" and not earned.outcome.guessed
-    assert lucky_first.outcome.tier == "success" and lucky_first.outcome.guessed
+    assert lucky_first.outcome.tier == "recovered" and lucky_first.outcome.guessed
     assert guess.outcome.correct and not guess.outcome.positive
 
     m = summarize([guess, earned, lucky_first])
     assert m["completion"] == 1.0  # a guess still completed the task
-    assert (m["recovery"]["k"], m["recovery"]["n"]) == (1, 2) and m["guessed"] == 2
+    assert (m["recovery"]["k"], m["recovery"]["n"]) == (1, 3) and m["guessed"] == 2
 
     pools = quality_pools([guess, earned, lucky_first])
     assert pools.positive == [earned] and len(pools.excluded) == 2

@@ -63,6 +63,7 @@ FAIL_REASONS: dict[str, str] = {
     "read_only": "a write, schema or pragma statement (the database is read-only)",
     "query_limit": "a query past the time, memory or value-size limit",
     "sql_error": "any other error SQLite reported",
+    "unsupported_answer": "submit_answer before any query succeeded, refused once (sql: nothing supports it)",
     # -- travel ----------------------------------------------------------------------------------
     "unknown_city": "a city that is not in the catalog",
     "bad_date": "a date that is not YYYY-MM-DD or is outside the bookable period",

@@ -243,9 +243,43 @@ def test_found_answer_milestone():
 
 
 def test_verify_rejects_wrong_answer(env):
+    sql(env, "SELECT 8 FROM customers LIMIT 1")
     env.submit_answer("8")
     v = env.verify()
     assert v.submitted and not v.correct and "expected 7" in v.detail
+
+
+def test_an_answer_no_query_supports_is_refused_once(env):
+    """After only failed queries a submission is a guess: refused once (what the agent saw, never
+    the expected answer, decides), the episode goes on, and a second submission is taken."""
+    assert not sql(env, "SELECT city FROM products").ok
+    first = env.execute(ToolCall(name="submit_answer", arguments={"answer": "7"}))  # the right value
+    assert not first.ok and first.error == "unsupported_answer" and not first.fault
+    assert "no query has succeeded" in first.content and "'7'" in first.content
+    assert not env.done and env.verify().submitted is False and "submitted" not in env.milestones
+    second = env.execute(ToolCall(name="submit_answer", arguments={"answer": "7"}))
+    assert second.ok and env.done and env.verify().correct
+
+
+def test_an_answer_after_a_query_is_never_refused(env):
+    assert sql(env, "SELECT COUNT(*) FROM products WHERE stock < 0").ok  # an empty count still ran
+    assert env.execute(ToolCall(name="submit_answer", arguments={"answer": "3"})).ok and env.done
+
+
+def test_the_refusal_can_be_switched_off_and_is_restored_with_the_state():
+    e = SqlEnv(refuse_unsupported=0)
+    e.reset(make_task())
+    assert e.execute(ToolCall(name="submit_answer", arguments={"answer": "7"})).ok
+    e = SqlEnv()
+    e.reset(make_task())
+    before = e.snapshot()
+    assert not e.execute(ToolCall(name="submit_answer", arguments={"answer": "7"})).ok
+    after = e.snapshot()
+    e.restore(before)  # a resumed episode before the refusal is refused again, after it is not
+    assert not e.execute(ToolCall(name="submit_answer", arguments={"answer": "7"})).ok
+    e.restore(after)
+    assert e.execute(ToolCall(name="submit_answer", arguments={"answer": "7"})).ok
+    e.close()
 
 
 @pytest.mark.parametrize("submitted,expected,ok", [

@@ -49,7 +49,6 @@ def test_one_column_is_a_list(env):
 
 
 @pytest.mark.parametrize("steps, kind", [
-    ([("submit_answer", "3")], "no_query"),
     ([("run_sql", "SELECT 1")], "no_final_call"),
     ([("run_sql", "SELECT name FROM customers"), ("submit_answer", "x")], "truncated_result"),
     ([("run_sql", "SELECT MAX(price) FROM products WHERE 0"), ("submit_answer", "x")],
@@ -66,6 +65,13 @@ def test_unusable_outcomes(env, steps, kind):
             arg = env.last_result.rows[0][0]
         run(env, (name, arg))
     assert outcome_error(env) == kind
+
+
+def test_a_plan_that_never_queried_is_no_query(env):
+    # The first submission is refused (SqlEnv.refuse_unsupported); the plan insists, still no query.
+    assert env.execute(ToolCall(name="submit_answer", arguments={"answer": "3"})).error == "unsupported_answer"
+    run(env, ("submit_answer", "3"))
+    assert outcome_error(env) == "no_query"
 
 
 def test_description_shows_tables_and_rows(env):

@@ -37,6 +37,23 @@ from trajforge.schema import Task
 
 
 
+REFUSE_UNSUPPORTED = 1
+"""How many times an episode's ``submit_answer`` is refused while no query has succeeded (0:
+never). Nothing the agent saw can support such an answer: it is a guess, almost always made
+straight after a failed query. Refusing it once turns that guess back into a second look at the
+error, which names what exists (``sql/hints.py``); a second submission is taken, so an agent that
+insists still ends its episode (graded ``guessed_answer``). Measured on the demo's held-out split
+(stop 44, README "An unsupported answer is refused once"): of the 29 episodes with an error of the
+embedded model's SFT adapter, 1 recovered without the refusal and 9 with it, none broken. The
+refusal uses only what the agent saw, never the expected answer."""
+
+
+def unsupported_answer(answer: str) -> str:
+    """The refusal's text: why the answer was not taken and what to do instead."""
+    return (f"not submitted: no query has succeeded yet, so no result supports {short(answer)}. Fix the "
+            "query (the error above names what exists), run it, and submit what it returns.")
+
+
 class SqlResult(NamedTuple):
     """The last successful ``run_sql``: what synthesis reads a task's expected answer from."""
 
@@ -53,8 +70,9 @@ class SqlEnv(Environment):
     name = "sql"
     tool_names = ("list_tables", "describe_table", "run_sql", "submit_answer")
     final_tool = "submit_answer"
-    # The database is read-only, so the episode state is what the agent submitted and saw last.
-    state_fields = ("answer", "last_result")
+    # The database is read-only, so the episode state is what the agent submitted and saw last
+    # (and how many unsupported answers it was refused).
+    state_fields = ("answer", "last_result", "refused")
     synthesis_intro = ("The agent answers questions about this SQLite database by querying it "
                        "(read-only). The answer a plan submits must be exactly the result of its "
                        "last run_sql query: the value of a one-row result, or a one-column result "
@@ -62,13 +80,15 @@ class SqlEnv(Environment):
     """What a task writer is told first (``describe_for_synthesis``)."""
 
     def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
-                 max_chars: int = 4000):
+                 max_chars: int = 4000, refuse_unsupported: int = REFUSE_UNSUPPORTED):
         super().__init__(seed=seed)
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self.max_chars = max_chars
+        self.refuse_unsupported = refuse_unsupported
         self.answer: str | None = None
         self.last_result: SqlResult | None = None
+        self.refused = 0
         self._db: GuardedDb | None = None
         self._schema: dict[str, str] = {}  # table -> compact description
 
@@ -81,6 +101,7 @@ class SqlEnv(Environment):
         self.close()
         self.answer = None
         self.last_result = None
+        self.refused = 0
         check_database(task)  # the file a task was made on, unchanged (by its content hash)
         # The worker reads the schema before its authorizer goes in (describe_table needs PRAGMA,
         # the model doesn't get it).
@@ -237,6 +258,9 @@ class SqlEnv(Environment):
         Args:
             answer: The answer, e.g. a number or a name.
         """
+        if self.last_result is None and self.refused < self.refuse_unsupported:
+            self.refused += 1
+            raise ToolError(unsupported_answer(str(answer)), kind="unsupported_answer")
         self.answer = str(answer)
         self.reach("submitted")
         return "Answer submitted."
