@@ -1,8 +1,9 @@
 """SQL environment: answer questions about a retail SQLite database with four tools.
 
 The agent explores the schema (``list_tables``, ``describe_table``), runs read-only queries
-(``run_sql``) and ends the episode with ``submit_answer``. ``verify`` compares the submitted
-answer with the task's expected value through ``answers_match``.
+(``run_sql``) and ends the episode with ``submit_answer`` (refused once while no query has
+succeeded: ``REFUSE_UNSUPPORTED``). ``verify`` compares the submitted answer with the task's
+expected value through ``answers_match``.
 
 Safety, per episode: the database runs in a worker process (``sqlguard.py``, ``sqlworker.py``):
 opened read-only, an authorizer allow-lists reads (so ATTACH, PRAGMA, writes and
@@ -42,10 +43,11 @@ REFUSE_UNSUPPORTED = 1
 never). Nothing the agent saw can support such an answer: it is a guess, almost always made
 straight after a failed query. Refusing it once turns that guess back into a second look at the
 error, which names what exists (``sql/hints.py``); a second submission is taken, so an agent that
-insists still ends its episode (graded ``guessed_answer``). Measured on the demo's held-out split
-(stop 44, README "An unsupported answer is refused once"): of the 29 episodes with an error of the
-embedded model's SFT adapter, 1 recovered without the refusal and 9 with it, none broken. The
-refusal uses only what the agent saw, never the expected answer."""
+insists still ends its episode (``guessed_answer`` when wrong, ``Outcome.guessed`` when right).
+Measured on the recipes' 186 held-out tasks (stop 44, README "An answer no query supports is
+refused once"): of the 29 episodes with an error of the embedded model's SFT adapter, 1 recovered
+without the refusal and 9 with it, none broken; refusing twice rescued no more. Only what the
+agent saw decides, never the expected answer."""
 
 
 def unsupported_answer(answer: str) -> str:
