@@ -22,7 +22,8 @@ from trajforge.tasks.repair import Planner, generic_mistakes, measured_mistakes
 from tests.envs.mcp.test_mcp import kv_task, write_env
 
 ENV_KINDS = {
-    "sql": {"wrong_table", "wrong_column", "misplaced_column", "wrong_entity", "nearest_template", "intermediate"},
+    "sql": {"wrong_table", "wrong_column", "misplaced_column", "wrong_entity", "nearest_template", "intermediate",
+            "premature_answer"},
     "travel": {"wrong_entity", "bad_date", "nearest_template", "intermediate"},
     "web": {"wrong_entity", "bad_url", "intermediate"},
     "code": {"wrong_solution", "intermediate", "bad_path"},
@@ -109,6 +110,25 @@ def test_a_misplaced_column_drops_the_join_and_the_recovery_adds_it_back():
     assert "misplaced_column" not in {m.kind for m in env_spec("sql").mistakes(spender, pool)}
 
 
+def test_a_premature_answer_is_refused_for_real_and_both_mistaken_turns_are_masked():
+    """The measured guessed_answer failure: a failing query, a number submitted at once. The
+    environment refuses the number, and the fix comes after both; only the fix is trained."""
+    pool = list(train_pool("sql"))
+    task = next(t for t in pool if t.template == "orders_from_city")
+    [m] = [m for m in env_spec("sql").mistakes(task, pool) if m.kind == "premature_answer"]
+    assert [c.name for c in m.calls] == ["run_sql", "submit_answer"]
+    assert m.recovery.startswith("No query has succeeded yet, so nothing supports 6. city is a column of customers")
+    [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered" and not traj.outcome.guessed and traj.verdict.correct
+    errors = [s.results[0].error for s in traj.steps]
+    assert errors[:2] == ["no_such_column", "unsupported_answer"] and not any(errors[2:])
+    assert [bool(s.mistake) for s in traj.steps] == [True, True] + [False] * (len(traj.steps) - 2)
+    assert "So I'll submit 6." in traj.steps[1].raw
+    assert Planner(pool, measured_mistakes([], pool))  # the measured reason maps to the kind
+    from trajforge.tasks.repair import REASON_KINDS
+    assert REASON_KINDS["guessed_answer"] == REASON_KINDS["unsupported_answer"] == "premature_answer"
+
+
 def test_the_planner_plays_a_misplaced_column_first_wherever_it_fits():
     """One repair sample per task (the recipes' setting) teaches the structural mistake on every
     task it fits; the other tasks keep the rotation, so their first mistakes still vary."""
@@ -123,7 +143,7 @@ def test_the_planner_plays_a_misplaced_column_first_wherever_it_fits():
 
 
 def test_mistakes_leave_the_rest_of_the_reference_valid():
-    """Every environment mistake only reads or fails: none submits, books or cancels, and a web
+    """Every environment mistake only reads or fails: none submits (but the refused one), books or cancels, and a web
     click is on no element of the shop (its name is misspelt)."""
     writes = {"book_flight", "book_hotel", "cancel_booking", "submit", "submit_answer", "finish", "type"}
     for env in ENV_KINDS:
@@ -133,7 +153,9 @@ def test_mistakes_leave_the_rest_of_the_reference_valid():
             labels = {c.arguments.get("element") for t in pool for c in t.reference if c.name == "click"}
             for m in hook(task, pool):
                 assert 0 <= m.at < len(task.reference)
-                assert not any(c.name in writes for c in m.calls), m
+                # premature_answer's submission comes before any query succeeded: refused, not taken
+                # (SqlEnv.refuse_unsupported; the test above runs it)
+                assert not any(c.name in writes for c in m.calls if m.kind != "premature_answer"), m
                 assert not any(c.name == "click" and c.arguments["element"] in labels for c in m.calls), m
 
 

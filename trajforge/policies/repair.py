@@ -50,8 +50,10 @@ class RepairPolicy:
         if k == 0 and mistake.raw is not None:
             return mistake.raw  # the policy's own measured turn, verbatim
         task = req.task
+        call = mistake.calls[k] if mistake.calls else None
         why = (task.reasoning[mistake.at] if k == 0 and mistake.at < len(task.reasoning)
-               else "I'll check the result." if k else f"I'll call {mistake.calls[k].name}.")
+               else f"So I'll submit {call.arguments['answer']}." if k and "answer" in call.arguments
+               else "I'll check the result." if k else f"I'll call {call.name}.")
         if k == 0 and mistake.broken:
             return broken_text(self.dialect, why, mistake.calls[0], req.toolset)
         return self.dialect.render_assistant(why, [mistake.calls[k]])

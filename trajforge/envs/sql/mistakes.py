@@ -18,7 +18,12 @@ and each only reads (the database is read-only anyway):
 - ``nearest_template``: another template's query with this task's entities (what a model that
   memorised the training queries writes): it runs, and answers another question;
 - ``intermediate``: the matching rows instead of the answer (``SELECT * ... LIMIT 5``): it runs,
-  and is not yet the number or name asked for.
+  and is not yet the number or name asked for;
+- ``premature_answer``: the first failing query above (``misplaced_column``, else
+  ``wrong_column``, else ``wrong_table``), then a number submitted at once: the measured
+  ``guessed_answer`` failure, the commonest of the embedded model after an error (stop 44). The
+  environment refuses the submission (``SqlEnv.refuse_unsupported``), so the episode shows the
+  error, the refusal, and the fix after both.
 """
 
 from __future__ import annotations
@@ -28,13 +33,17 @@ import re
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
+from trajforge.envs.sql.env import REFUSE_UNSUPPORTED
 from trajforge.envs.sql.worlds import COLUMN_NAMES, TABLE_NAMES, retail_world
-from trajforge.schema import Mistake, Task
+from trajforge.schema import Mistake, Task, ToolCall
 
 QUERY_TOOLS = ("run_sql",)
 TABLE_SLIPS = {"customers": "customer", "products": "product", "order_items": "order_item"}
 """Plural tables a model writes in the singular (``orders`` → ``order`` is a keyword, a different
 error)."""
+GUESS = "6"
+"""The number a ``premature_answer`` submits (what the embedded model submitted most after an
+error); the refusal does not depend on it."""
 COLUMN_SLIPS = {"city": "city_name", "category": "category_name", "price": "cost", "stock": "in_stock",
                 "quantity": "qty", "tier": "level", "signup_year": "year"}
 """Columns and the near-miss names models give them."""
@@ -123,6 +132,12 @@ def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
         out.append(Mistake(kind="misplaced_column", at=at, calls=(with_args(call, query=new),),
                            recovery=f"{column} is a column of {table}, which my query did not join; "
                                     f"I'll add {clause}."))
+    failing = next((m for kind in ("misplaced_column", "wrong_column", "wrong_table") for m in out if m.kind == kind),
+                   None)
+    if failing is not None and REFUSE_UNSUPPORTED:  # taken, the number would end the episode
+        out.append(Mistake(kind="premature_answer", at=at,
+                           calls=(*failing.calls, ToolCall(name="submit_answer", arguments={"answer": GUESS})),
+                           recovery=f"No query has succeeded yet, so nothing supports {GUESS}. {failing.recovery}"))
     for value in task.entities.values():
         if isinstance(value, str) and f"'{value}'" in query and value.lower() != value:
             out.append(Mistake(kind="wrong_entity", at=at,
