@@ -124,9 +124,11 @@ def test_a_premature_answer_is_refused_for_real_and_both_mistaken_turns_are_mask
     assert errors[:2] == ["no_such_column", "unsupported_answer"] and not any(errors[2:])
     assert [bool(s.mistake) for s in traj.steps] == [True, True] + [False] * (len(traj.steps) - 2)
     assert "So I'll submit 6." in traj.steps[1].raw
-    assert Planner(pool, measured_mistakes([], pool))  # the measured reason maps to the kind
-    from trajforge.tasks.repair import REASON_KINDS
+    from trajforge.tasks.repair import REASON_KINDS, Measured
     assert REASON_KINDS["guessed_answer"] == REASON_KINDS["unsupported_answer"] == "premature_answer"
+    # a policy measured guessing gets this mistake first
+    guesser = Planner(pool, Measured(by_task={}, reasons=Counter({"guessed_answer": 3})))
+    assert guesser(task, 0).kind == "premature_answer"
 
 
 def test_the_planner_plays_a_misplaced_column_first_wherever_it_fits():

@@ -132,8 +132,8 @@ def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
         out.append(Mistake(kind="misplaced_column", at=at, calls=(with_args(call, query=new),),
                            recovery=f"{column} is a column of {table}, which my query did not join; "
                                     f"I'll add {clause}."))
-    failing = next((m for kind in ("misplaced_column", "wrong_column", "wrong_table") for m in out if m.kind == kind),
-                   None)
+    made = {m.kind: m for m in out}
+    failing = made.get("misplaced_column") or made.get("wrong_column") or made.get("wrong_table")
     if failing is not None and REFUSE_UNSUPPORTED:  # taken, the number would end the episode
         out.append(Mistake(kind="premature_answer", at=at,
                            calls=(*failing.calls, ToolCall(name="submit_answer", arguments={"answer": GUESS})),
