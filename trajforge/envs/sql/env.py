@@ -47,7 +47,9 @@ insists still ends its episode (``guessed_answer`` when wrong, ``Outcome.guessed
 Measured on the recipes' 186 held-out tasks (stop 44, README "An answer no query supports is
 refused once"): of the 29 episodes with an error of the embedded model's SFT adapter, 1 recovered
 without the refusal and 9 with it, none broken; refusing twice rescued no more. Only what the
-agent saw decides, never the expected answer."""
+agent saw decides, never the expected answer. Refusing also an answer that only an empty result
+supports (a lone count of 0, no row) fixed 2 and broke 2 of the 186 (stop 45: the model submits the
+same 0 again), so an empty result is only said (``EMPTY_NOTE``), never refused."""
 
 
 def unsupported_answer(answer: str) -> str:
