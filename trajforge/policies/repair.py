@@ -49,14 +49,22 @@ class RepairPolicy:
     def mistaken_text(self, req: TurnRequest, mistake: Mistake, k: int) -> str:
         if k == 0 and mistake.raw is not None:
             return mistake.raw  # the policy's own measured turn, verbatim
-        task = req.task
-        call = mistake.calls[k] if mistake.calls else None
-        why = (task.reasoning[mistake.at] if k == 0 and mistake.at < len(task.reasoning)
-               else f"So I'll submit {call.arguments['answer']}." if k and "answer" in call.arguments
-               else "I'll check the result." if k else f"I'll call {call.name}.")
+        call = mistake.calls[k]
+        why = mistaken_words(req.task, mistake, k)
         if k == 0 and mistake.broken:
-            return broken_text(self.dialect, why, mistake.calls[0], req.toolset)
-        return self.dialect.render_assistant(why, [mistake.calls[k]])
+            return broken_text(self.dialect, why, call, req.toolset)
+        return self.dialect.render_assistant(why, [call])
+
+
+def mistaken_words(task, mistake: Mistake, k: int) -> str:
+    """The sentence before mistaken call ``k``: the task's own reasoning for the first, then what
+    a model that trusts its last result says (``premature_answer``'s submission names the number)."""
+    call = mistake.calls[k]
+    if k == 0:
+        return task.reasoning[mistake.at] if mistake.at < len(task.reasoning) else f"I'll call {call.name}."
+    if "answer" in call.arguments:
+        return f"So I'll submit {call.arguments['answer']}."
+    return "I'll check the result."
 
 
 def broken_text(dialect: Dialect, why: str, call: ToolCall, toolset: Toolset) -> str:
