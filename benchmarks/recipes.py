@@ -36,7 +36,9 @@ demo's harness:
   failed turns masked); ``--rft-warm`` fine-tunes the starting adapter on kept + as many expert
   episodes instead; ``--rft-mistakes M`` adds M attempts per task that start from a planted
   mistake (``MistakeFirstPolicy``) and keeps their grounded recoveries (``--rft-attempts 0``:
-  only those);
+  only those); from ``compose``, the expert half is compose's own pool and a third as many
+  compose tasks as ``--rft-tasks`` are sampled too (a warm round on the demo's expert alone
+  erased what compose taught: stop 46);
 - ``dpo-online``: ``train_dpo_online`` from the ``sft`` adapter, ``--online-rounds`` rounds on the
   same train tasks and attempts as ``rft`` (round 1's are the shared sft samples; each later
   round samples the adapter the previous one left), each round's DPO 1 epoch over at most 4
@@ -226,6 +228,11 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
             if not (adapter / "samples").exists():
                 shutil.copytree(out / "sft-samples", adapter / "samples")
             t0 = time.perf_counter()
+        if args.rft_from == "compose":
+            # RFT's expert mix and sampled tasks are what the starting adapter trained on: with the
+            # demo's expert alone, a warm round erased what compose taught (product_stock 18 → 0/32).
+            expert = compose_experts(out, args, split)
+            pool = pool + [t for t in compose_tasks(args) if t.id not in {p.id for p in pool}][: args.rft_tasks // 3]
         res = train_rft(pool, expert, args.model, adapter, rft_config(args, replay),
                         init_adapter=str(out / args.rft_from))
         done = res.rounds[1:]
@@ -368,15 +375,20 @@ def world_experts(out: Path, args) -> list:
 
 def compose_experts(out: Path, args, split) -> list:
     """Expert episodes on the demo's train split plus ``--compose-n`` on ``COMPOSE_TEMPLATES`` tasks."""
-    from trajforge.envs.sql.tasks import generate_compose_tasks
     from trajforge.eval.run import collect
     from trajforge.policies import make_policy
     from trajforge.store import TrajectoryStore
 
-    only = tuple(t for t in args.compose_templates.split(",") if t)
-    more = generate_compose_tasks(args.compose_n, args.seed, only=only).tasks
-    collect(split["train"] + more, make_policy("expert"), out / "compose-expert", show_progress=False)
+    collect(split["train"] + compose_tasks(args), make_policy("expert"), out / "compose-expert", show_progress=False)
     return TrajectoryStore(out / "compose-expert").read()
+
+
+def compose_tasks(args) -> list:
+    """The ``--compose-n`` train tasks of ``COMPOSE_TEMPLATES`` (``--compose-templates``) the compose recipe adds."""
+    from trajforge.envs.sql.tasks import generate_compose_tasks
+
+    only = tuple(t for t in args.compose_templates.split(",") if t)
+    return generate_compose_tasks(args.compose_n, args.seed, only=only).tasks
 
 
 def rephrased_experts(out: Path, split) -> list:
