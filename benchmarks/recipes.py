@@ -232,7 +232,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
             # RFT's expert mix and sampled tasks are what the starting adapter trained on: with the
             # demo's expert alone, a warm round erased what compose taught (product_stock 18 → 0/32).
             expert = compose_experts(out, args, split)
-            pool = pool + [t for t in compose_tasks(args) if t.id not in {p.id for p in pool}][: args.rft_tasks // 3]
+            pool = pool + compose_pool(args, pool)
         res = train_rft(pool, expert, args.model, adapter, rft_config(args, replay),
                         init_adapter=str(out / args.rft_from))
         done = res.rounds[1:]
@@ -389,6 +389,13 @@ def compose_tasks(args) -> list:
 
     only = tuple(t for t in args.compose_templates.split(",") if t)
     return generate_compose_tasks(args.compose_n, args.seed, only=only).tasks
+
+
+def compose_pool(args, pool: list) -> list:
+    """The compose tasks RFT samples besides ``pool``: a third as many as ``--rft-tasks`` (all with 0)."""
+    seen = {t.id for t in pool}
+    more = [t for t in compose_tasks(args) if t.id not in seen]
+    return more[: args.rft_tasks // 3] if args.rft_tasks else more
 
 
 def rephrased_experts(out: Path, split) -> list:
