@@ -323,6 +323,14 @@ COMPOSE_TEMPLATES: tuple[Template, ...] = (
         reasoning=("I'll sum quantity times unit price over all items bought in {city}.",
                    "They spent {answer}, so I'll submit that amount."),
     ),
+    Template(  # units over a city and a product: the held-out city x category cell's neighbour
+        id="city_units_of_product", tier="medium", slots=("city", "product"), answer="number",
+        prompt="How many units of the {product} did customers in {city} buy? Answer with a number.",
+        sql=(f"SELECT SUM(oi.quantity) {_ITEMS_BY_CITY_PRODUCT} "
+             "WHERE c.city = '{city}' AND p.name = '{product}'",),
+        reasoning=("I'll sum the quantities of the {product} bought by customers in {city}.",
+                   "They bought {answer} units, so I'll submit {answer}."),
+    ),
     Template(
         id="product_revenue", tier="medium", slots=("product",), answer="number",
         prompt="How much money has been spent on the {product} in total? Answer with a number.",
