@@ -233,6 +233,23 @@ def test_compose_tasks_are_verified_train_and_test_with_seen_entities_only():
     assert sqltasks.generate_compose_tasks(0).tasks == []
 
 
+def test_compose_reasoning_names_the_column_its_query_filters_on():
+    # A product and a category are both bare names in a question ("units of the Plush Bear",
+    # "units of Toys products"); the expert's first sentence says which one it is and so which
+    # column the query filters, the step the held-out product_stock question turns on.
+    says = {"category": "is a category", "product": "is a product"}
+    column = {"category": "category = '", "product": "name = '"}
+    for task in sqltasks.generate_compose_tasks(40, seed=3).tasks:
+        slots = [s for s in says if s in task.entities]
+        if not slots:  # the city-only templates name a city, which the question says outright
+            continue
+        (slot,) = slots
+        first, query = task.reasoning[0], task.reference[0].arguments["query"]
+        assert first.startswith(f"{'The ' if slot == 'product' else ''}{task.entities[slot]} {says[slot]}"), first
+        assert f"{column[slot]}{task.entities[slot]}'" in query, query
+        assert f"{'name' if slot == 'product' else 'category'} is '{task.entities[slot]}'" in first, first
+
+
 def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):
     from typer.testing import CliRunner
 
