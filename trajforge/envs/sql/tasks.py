@@ -275,7 +275,11 @@ TEMPLATES: tuple[Template, ...] = (
 # spending over each filter — so training shows that the question's words choose the column and
 # the filter, while the held-out cells themselves (a product's stock by name; units over
 # city x category) stay unseen: ``test_compose_never_holds_a_heldout_structure``. They are drawn
-# for train and test only (``generate_compose_tasks``), never in the held-out split.
+# for train and test only (``generate_compose_tasks``), never in the held-out split. A first
+# sentence that names a category or a product says which it is and the column that follows
+# ("Toys is a category, so … whose category is 'Toys'"): both are bare names in a question, and
+# without the sentence a warm RFT round tipped the held-out stock question between the two
+# columns from seed to seed (stop 48, README "Composition templates": 71.5/80.6% → 91.9/80.6%).
 COMPOSE_TEMPLATES: tuple[Template, ...] = (
     Template(
         id="category_stock_total", tier="easy", slots=("category",), answer="number",
