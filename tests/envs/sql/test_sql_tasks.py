@@ -237,17 +237,18 @@ def test_compose_reasoning_names_the_column_its_query_filters_on():
     # A product and a category are both bare names in a question ("units of the Plush Bear",
     # "units of Toys products"); the expert's first sentence says which one it is and so which
     # column the query filters, the step the held-out product_stock question turns on.
-    says = {"category": "is a category", "product": "is a product"}
-    column = {"category": "category = '", "product": "name = '"}
+    # slot: (how the sentence opens, the column the query filters on)
+    kinds = {"category": ("{} is a category", "category"), "product": ("The {} is a product", "name")}
     for task in sqltasks.generate_compose_tasks(40, seed=3).tasks:
-        slots = [s for s in says if s in task.entities]
+        slots = [s for s in kinds if s in task.entities]
         if not slots:  # the city-only templates name a city, which the question says outright
             continue
         (slot,) = slots
+        name, (opening, column) = task.entities[slot], kinds[slot]
         first, query = task.reasoning[0], task.reference[0].arguments["query"]
-        assert first.startswith(f"{'The ' if slot == 'product' else ''}{task.entities[slot]} {says[slot]}"), first
-        assert f"{column[slot]}{task.entities[slot]}'" in query, query
-        assert f"{'name' if slot == 'product' else 'category'} is '{task.entities[slot]}'" in first, first
+        assert first.startswith(opening.format(name)), first
+        assert f"{column} = '{name}'" in query, query
+        assert f"{column} is '{name}'" in first, first
 
 
 def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):

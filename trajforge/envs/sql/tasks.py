@@ -285,7 +285,8 @@ COMPOSE_TEMPLATES: tuple[Template, ...] = (
         id="category_stock_total", tier="easy", slots=("category",), answer="number",
         prompt="How many units of {category} products are in stock in total? Answer with a number.",
         sql=("SELECT SUM(stock) FROM products WHERE category = '{category}'",),
-        reasoning=("{category} is a category, so I'll add up the stock of the products whose category is '{category}'.",
+        reasoning=("{category} is a category, so I'll add up the stock of the products whose category "
+                   "is '{category}'.",
                    "There are {answer} units in stock, so I'll submit {answer}."),
     ),
     Template(
@@ -294,14 +295,16 @@ COMPOSE_TEMPLATES: tuple[Template, ...] = (
         prompt="Which {category} product has the most units in stock? Answer with the product name.",
         sql=("SELECT name, stock FROM products WHERE category = '{category}' "
              "ORDER BY stock DESC LIMIT 1",),
-        reasoning=("{category} is a category, so I'll sort the products whose category is '{category}' by stock and take the top one.",
+        reasoning=("{category} is a category, so I'll sort the products whose category is '{category}' "
+                   "by stock and take the top one.",
                    "The {answer} has the most units in stock, so I'll submit its name."),
     ),
     Template(
         id="product_category", tier="easy", slots=("product",), answer="name",
         prompt="Which category is the {product} in? Answer with the category name.",
         sql=("SELECT category FROM products WHERE name = '{product}'",),
-        reasoning=("The {product} is a product, so I'll look up the category of the product whose name is '{product}'.",
+        reasoning=("The {product} is a product, so I'll look up the category of the product whose name "
+                   "is '{product}'.",
                    "The {product} is in {answer}, so I'll submit {answer}."),
     ),
     Template(
@@ -316,7 +319,8 @@ COMPOSE_TEMPLATES: tuple[Template, ...] = (
         prompt="How many units of {category} products have been sold in total? Answer with a number.",
         sql=("SELECT SUM(oi.quantity) FROM order_items oi JOIN products p "
              "ON oi.product_id = p.id WHERE p.category = '{category}'",),
-        reasoning=("{category} is a category, so I'll add up the quantities in order_items of the products whose category is '{category}'.",
+        reasoning=("{category} is a category, so I'll add up the quantities in order_items of the products "
+                   "whose category is '{category}'.",
                    "In total {answer} units were sold, so I'll submit {answer}."),
     ),
     Template(
@@ -332,7 +336,8 @@ COMPOSE_TEMPLATES: tuple[Template, ...] = (
         prompt="How many units of the {product} did customers in {city} buy? Answer with a number.",
         sql=(f"SELECT SUM(oi.quantity) {_ITEMS_BY_CITY_PRODUCT} "
              "WHERE c.city = '{city}' AND p.name = '{product}'",),
-        reasoning=("The {product} is a product, so I'll sum the quantities bought by customers in {city} of the product whose name is '{product}'.",
+        reasoning=("The {product} is a product, so I'll sum the quantities bought by customers in {city} "
+                   "of the product whose name is '{product}'.",
                    "They bought {answer} units, so I'll submit {answer}."),
     ),
     Template(
@@ -340,7 +345,8 @@ COMPOSE_TEMPLATES: tuple[Template, ...] = (
         prompt="How much money has been spent on the {product} in total? Answer with a number.",
         sql=("SELECT ROUND(SUM(oi.quantity * oi.unit_price), 2) FROM order_items oi JOIN products p "
              "ON oi.product_id = p.id WHERE p.name = '{product}'",),
-        reasoning=("The {product} is a product, so I'll sum quantity times unit price in order_items for the product whose name is '{product}'.",
+        reasoning=("The {product} is a product, so I'll sum quantity times unit price in order_items for "
+                   "the product whose name is '{product}'.",
                    "The {product} brought in {answer}, so I'll submit that amount."),
     ),
 )
