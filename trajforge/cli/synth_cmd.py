@@ -72,6 +72,8 @@ def synth(
     compose: int = typer.Option(0, help="templates: add this many train tasks of the environment's "
                                 "composition templates (the held-out templates' parts in other "
                                 "combinations; sql)"),
+    compose_templates: list[str] = typer.Option([], help="with --compose: draw from this composition "
+                                               "template only (repeatable; default all)"),
     llm: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL that writes tasks"),
     llm_model: Optional[str] = typer.Option(None, help="model name for --llm"),
     db: Optional[Path] = typer.Option(None, help="your SQLite file (--env sql or sql-exec)"),
@@ -117,6 +119,8 @@ def synth(
         _fail(f"--compose must be 0 or more, not {compose}")
     if compose and (questions or llm):
         _fail("--compose is for template generation, not --questions or --llm")
+    if compose_templates and not compose:
+        _fail("--compose-templates chooses the templates --compose draws from: give --compose N with it")
     refuse_target(out, "--out")
     refuse_target(rejected, "--rejected")
     try:
@@ -130,7 +134,7 @@ def synth(
         report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
     else:
         report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options,
-                                 worlds, world_train, compose)
+                                 worlds, world_train, compose, tuple(compose_templates))
     report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
@@ -237,7 +241,7 @@ def _from_questions(env, db, questions, db_dir, split, compare, dedup, similarit
 
 def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
               llm_options: dict, worlds: int = 1, world_train: int = 0,
-              compose: int = 0) -> tuple[SynthReport, str | None]:
+              compose: int = 0, compose_templates: tuple[str, ...] = ()) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if llm:
         from pydantic import ValidationError
@@ -261,7 +265,8 @@ def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
     from trajforge.tasks import synthesize
 
     try:
-        return synthesize(env, n, seed, worlds, world_train, compose=compose), None
+        return synthesize(env, n, seed, worlds, world_train, compose=compose,
+                          compose_templates=compose_templates), None
     except ValueError as e:
         if worlds != 1 or compose:
             _fail(str(e))

@@ -67,11 +67,12 @@ class EnvSpec:
     """The template generator of one world (``world_generator(w)``; 0 is ``generate``'s world),
     for pools drawn across worlds (``synthesize(..., worlds=K)``, ``trajforge synth --worlds K``;
     ``tasks.worlds``); None when the environment has no worlds."""
-    compose: Callable[[int, int], "SynthReport"] | None = None
+    compose: Callable[..., "SynthReport"] | None = None
     """Train-only templates that fill in the grids the held-out-only templates sit in (their parts
-    in other combinations, never the held-out cells): ``compose(n, seed)`` gives ``n`` verified
-    train tasks to add to a pool (``synthesize(..., compose=n)``, ``trajforge synth --compose n``);
-    None when the environment has none."""
+    in other combinations, never the held-out cells): ``compose(n, seed, only=ids)`` gives ``n``
+    verified train tasks (of those template ids; all when ``only`` is empty) to add to a pool
+    (``synthesize(..., compose=n)``, ``trajforge synth --compose n``); None when the environment
+    has none."""
     tier: Callable[[Sequence[ToolCall]], Tier | None] | None = None
     """Structural tier of a reference plan, where the environment knows better than counting
     steps (SQL reads its queries); None or a None result falls back to ``tasks.tiering``."""

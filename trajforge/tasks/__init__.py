@@ -10,23 +10,25 @@ them); ``tasks.splits``, ``tasks.dedup``, ``tasks.tiering`` and ``tasks.mixed`` 
 from __future__ import annotations
 
 import warnings
+from typing import Sequence
 
 from trajforge.tasks.pool import Rejection, SynthReport, read_tasks, write_tasks
 
 
 def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: int = 0,
-               rephrasings: int = 0, compose: int = 0) -> SynthReport:
+               rephrasings: int = 0, compose: int = 0, compose_templates: Sequence[str] = ()) -> SynthReport:
     """Generate ``n`` verified tasks for environment ``env`` (split train/test/heldout).
 
     ``worlds`` > 1 draws the train split across that many worlds of the environment (renamed
     entities; ``tasks.worlds``); test and held-out stay in world 0. ``world_train`` > 0 keeps world
     0's whole pool of ``n`` and adds that many train tasks from each other world instead.
     ``compose`` > 0 adds that many train tasks of the environment's composition templates
-    (``EnvSpec.compose``) after the pool's own train tasks.
+    (``EnvSpec.compose``) after the pool's own train tasks; ``compose_templates``: those template
+    ids only (all when empty).
     ``rephrasings`` > 0 adds that many reworded copies of each train task (``tasks.rephrase``)."""
     report = _generate(env, n, seed, worlds, world_train)
     if compose:
-        report = _with_compose(env, report, compose, seed)
+        report = _with_compose(env, report, compose, seed, tuple(compose_templates))
     if not rephrasings:
         return report
     from trajforge.tasks.rephrase import with_rephrasings
@@ -34,14 +36,14 @@ def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: in
     return report.model_copy(update={"tasks": with_rephrasings(report.tasks, rephrasings)})
 
 
-def _with_compose(env: str, report: SynthReport, n: int, seed: int) -> SynthReport:
+def _with_compose(env: str, report: SynthReport, n: int, seed: int, only: tuple[str, ...]) -> SynthReport:
     """``report`` with ``n`` composition train tasks after its own train tasks (splits stay grouped)."""
     from trajforge.envs import env_spec
 
     spec = env_spec(env)
     if spec.compose is None:
         raise ValueError(f"environment {env!r} has no composition templates; leave compose at 0")
-    more = spec.compose(n, seed)
+    more = spec.compose(n, seed, only=only)
     tasks = report.tasks
     train = [t for t in tasks if t.split == "train"]
     dropped = dict(report.dropped)

@@ -274,3 +274,17 @@ def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):
     assert bad.exit_code != 0 and "--compose must be 0 or more" in bad.output
     bad = CliRunner().invoke(app, ["synth", "--env", "travel", "--compose", "2", "--out", str(tmp_path / "y.jsonl")])
     assert bad.exit_code != 0 and "no composition templates" in bad.output
+    two = ["category_stock_total", "product_category"]
+    chosen = synthesize("sql", 60, seed=2, compose=8, compose_templates=two)
+    assert {t.template for t in chosen.tasks if t.template in compose_ids} == set(two)
+    out = tmp_path / "two.jsonl"
+    result = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "60", "--compose", "8", "--out", str(out),
+                                      *(a for t in two for a in ("--compose-templates", t))])
+    assert result.exit_code == 0, result.output
+    assert {t.template for t in read_tasks(out) if t.template in compose_ids} == set(two)
+    bad = CliRunner().invoke(app, ["synth", "--env", "sql", "--compose-templates", "product_category",
+                                   "--out", str(tmp_path / "z.jsonl")])
+    assert bad.exit_code != 0 and "give --compose N with it" in bad.output
+    bad = CliRunner().invoke(app, ["synth", "--env", "sql", "--compose", "2", "--compose-templates", "nope",
+                                   "--out", str(tmp_path / "w.jsonl")])
+    assert bad.exit_code != 0 and "no compose templates ['nope']" in bad.output
