@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from tests.tiny import build_tiny_model
 from trajforge.cli.main import app
+from trajforge.envs.sql.tasks import COMPOSE_TEMPLATES
 
 
 @pytest.mark.slow
@@ -14,7 +15,8 @@ def test_demo_writes_metrics_and_report(tmp_path):
     model = build_tiny_model(tmp_path / "tiny")
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["demo", "--out", str(out), "--model", str(model), "--n", "40",
-                                   "--world-train", "4", "--epochs", "0.2", "--json", str(tmp_path / "m.json")])
+                                   "--world-train", "4", "--epochs", "0.2", "--json", str(tmp_path / "m.json"),
+                                   "--compose", "3", "--compose-templates", "product_category"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     metrics = json.loads((tmp_path / "m.json").read_text())
     for policy in ("base", "tuned"):
@@ -29,6 +31,9 @@ def test_demo_writes_metrics_and_report(tmp_path):
     # the train split spans vocabulary worlds 1..3 on top of world 0; test and held-out stay in world 0
     assert sorted({(t["split"], t.get("world", 0)) for t in tasks if t.get("world", 0)}) == [
         ("train", 1), ("train", 2), ("train", 3)]
+    # --compose adds train tasks of the chosen composition template only
+    assert {t["template"] for t in tasks} & {t.id for t in COMPOSE_TEMPLATES} == {"product_category"}
+    assert {t["split"] for t in tasks if t["template"] == "product_category"} == {"train"}
     html = (out / "report.html").read_text()
     assert "<table>" in html and "tuned" in html and "base" in html
     assert "Flipped tasks: base → tuned" in html and 'src="data:image/png;base64,' in html  # trajforge report
