@@ -67,18 +67,6 @@ class DemoConfig(BaseModel):
     lora_layers: int = 0
     """LoRA on the top N layers only (0: every layer). The top 10 of 30 made SFT 1.5× faster here
     (730 s instead of ~1,100) but reached 54% held-out instead of 69%, so the demo adapts all."""
-    rft_tasks: int = 0
-    """Train tasks one warm RFT round samples after SFT (0: no RFT stage): ``rft_attempts`` at
-    T = 0.7 each and ``rft_mistakes`` that start from a planted mistake, the verified ones kept
-    (shortest, distinct) and trained on from the SFT adapter with as many expert episodes
-    (``train rft --warm-start``); the held-out table then evaluates that adapter."""
-    rft_epochs: float = 2.0
-    """Epochs of the RFT round's SFT over its kept attempts and as many expert episodes (the
-    recipe of ``benchmarks/recipes.py``'s warm round)."""
-    rft_attempts: int = 4
-    """Plain attempts per sampled task in the RFT round."""
-    rft_mistakes: int = 1
-    """Attempts per sampled task that start from a planted mistake (their grounded recoveries kept)."""
     seed: int = 0
     """Task draw and training seed."""
 
@@ -138,9 +126,6 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
                                                            gradient_checkpointing=cfg.gradient_checkpointing))
         console.print(f"{res.samples} samples, {res.steps} steps, {res.tokens} tokens "
                       f"({res.tokens / res.seconds:.0f} tok/s), loss {res.losses[0]:.3f} → {res.losses[-1]:.3f}")
-    if cfg.rft_tasks:
-        with stage("rft round", timings), glibc_allocator():
-            adapter = rft_round(by_split["train"], demos, model, out, adapter, cfg)
     # Both policies run in the same harness; two failed turns in a row end an episode, which
     # keeps the base model's long non-answers from dominating the demo's time.
     harness = HarnessConfig(max_consecutive_errors=2)
@@ -164,22 +149,3 @@ def demo(json_out: Optional[Path] = typer.Option(None, "--json", help="also writ
         json_out.write_text(json.dumps(metrics, indent=2))
     console.print(f"timings (s): {timings}")
     console.print(f"wrote {out / 'metrics.json'} and {out / 'report.html'}")
-
-
-def rft_round(train: list, demos: list, model: str, out: Path, adapter: Path, cfg: DemoConfig) -> Path:
-    """One warm RFT round from the SFT adapter on ``cfg.rft_tasks`` train tasks drawn at random
-    (every world's and the composition tasks alike); returns the adapter it leaves."""
-    import random
-
-    from trajforge.train.rft import RFTConfig, train_rft
-
-    tasks = random.Random(cfg.seed).sample(train, min(cfg.rft_tasks, len(train)))
-    rft_cfg = RFTConfig(epochs=cfg.rft_epochs, lr=cfg.lr, batch_size=cfg.batch_size, grad_accum=1, dropout=cfg.dropout,
-                        seed=cfg.seed, replay_share=cfg.replay_share, lora_layers=cfg.lora_layers,
-                        gradient_checkpointing=cfg.gradient_checkpointing, rounds=1, attempts=cfg.rft_attempts,
-                        mistake_attempts=cfg.rft_mistakes, warm_start=True)
-    res = train_rft(tasks, demos, model, out / "rft", rft_cfg, init_adapter=str(adapter))
-    done = res.rounds[-1]
-    console.print(f"{done.sampled} attempts on {len(tasks)} tasks ({done.sample_seconds:.0f}s), {done.verified} "
-                  f"verified, {done.kept} kept; {done.trained_on} trained on (with as many expert episodes)")
-    return out / "rft"
