@@ -103,34 +103,3 @@ def test_collect_resume_makes_no_model_calls(tmp_path):
     assert more.calls == len(pool)  # only the missing third sample ran
     trajs = TrajectoryStore(tmp_path).read()
     assert len(trajs) == 3 * len(pool) and all(t.outcome.fail_reason == "no_call" for t in trajs)
-
-
-def test_retry_temperature_samples_the_turn_after_a_failed_one(tmp_path):
-    from trajforge.harness.loop import episode_rules
-
-    task = tasks()[0]
-    script = [call("run_sql", query="SELECT nope FROM nowhere"),  # a tool error
-              call("list_tables"),                                # works
-              "no call here",                                     # no call
-              *(call(c.name, **c.arguments) for c in task.reference)]
-
-    def temperatures(cfg: HarnessConfig, store=None) -> list:
-        seen = []
-
-        def reply(req):
-            seen.append(req.temperature)
-            return script[min(req.turn, len(script) - 1)]
-        if store:
-            collect([task], ScriptedPolicy(reply), store, harness=cfg, show_progress=False)
-        else:
-            run_episodes([task], ScriptedPolicy(reply), cfg)
-        return seen
-
-    cfg = HarnessConfig(max_turns=12, max_consecutive_errors=5)
-    after_failures = [None, 0.8, None, 0.8] + [None] * (len(task.reference) - 1)
-    assert temperatures(cfg.model_copy(update={"retry_temperature": 0.8})) == after_failures
-    assert temperatures(cfg.model_copy(update={"retry_temperature": 0.8}), tmp_path / "s") == after_failures
-    assert temperatures(cfg) == [None] * len(after_failures)
-    # the setting shapes episodes, so a store records it; unset, the rules read as before it existed
-    assert episode_rules(cfg.model_copy(update={"retry_temperature": 0.8}))["retry_temperature"] == 0.8
-    assert "retry_temperature" not in episode_rules(cfg)

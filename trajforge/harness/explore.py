@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from trajforge.harness.loop import Episode, HarnessConfig, failed_turn
+from trajforge.harness.loop import Episode, HarnessConfig
 from trajforge.parse.base import ParseResult
 from trajforge.policies.base import TurnRequest
 from trajforge.schema import Rescue, Step, Trajectory, Verdict
@@ -31,6 +31,10 @@ class ExplorationConfig(BaseModel):
     """Sampling temperature after a rescue."""
     max_rescues: int = 1
     """Rescues per episode (each one can add up to ``max_turns`` turns)."""
+
+
+def _failed(step: Step) -> bool:
+    return bool(step.errors) or not step.calls or any(not r.ok for r in step.results)
 
 
 class GuidedEpisode(Episode):
@@ -46,12 +50,11 @@ class GuidedEpisode(Episode):
         return len(self.messages), len(self.steps), self.env.snapshot()
 
     def request(self) -> TurnRequest:
-        own = super().request()  # a rescue's temperature, else the retry one where a turn failed
-        return own if self.temperature is None else own._replace(temperature=self.temperature)
+        return super().request()._replace(temperature=self.temperature)
 
     def close_step(self, step: Step, parsed: ParseResult, tool_s: float, cfg: HarnessConfig) -> None:
         super().close_step(step, parsed, tool_s, cfg)
-        if not failed_turn(step):
+        if not _failed(step):
             self.fails_in_row = 0
             if not self.end:
                 try:

@@ -55,22 +55,14 @@ class HarnessConfig(BaseModel):
     demo_pool: str | None = None
     """Where they are retrieved from: a demonstration pool file or an adapter folder holding one
     (the CLI also takes a store: its train split); None: the pool the policy's adapter recorded."""
-    retry_temperature: float | None = Field(None, ge=0)
-    """Sampling temperature of a turn that follows a failed one (a tool error, a call that did not
-    parse, no call); None: the policy's own. A greedy model shown nearly the same prompt writes
-    nearly the same turn: after an error it reruns its failing query until the episode ends
-    ``repeated``, so the turn after a failure is sampled instead (Whisper's temperature fallback)."""
 
 
 def episode_rules(cfg: HarnessConfig) -> dict[str, Any]:
     """The settings that shape an episode, as JSON. A store's resume key (task, policy, sampling,
     sample) does not hold them, so a store records them to refuse a rerun under other ones
     (``trajforge collect``, RFT's samples)."""
-    rules = cfg.model_dump(mode="json", include={"max_turns", "max_consecutive_errors", "max_repeats",
-                                                 "instructions", "demos", "demo_pool", "retry_temperature"})
-    if rules["retry_temperature"] is None:  # stores recorded before the setting existed stay resumable
-        del rules["retry_temperature"]
-    return rules
+    return cfg.model_dump(mode="json", include={"max_turns", "max_consecutive_errors", "max_repeats",
+                                                "instructions", "demos", "demo_pool"})
 
 
 def shown_toolset(env: Any, cfg: HarnessConfig) -> Toolset:
@@ -89,11 +81,6 @@ def repeats(step: Step, before: Step) -> bool:
         return False
     same_calls = all(a.name == b.name and a.arguments == b.arguments for a, b in zip(step.calls, before.calls))
     return same_calls and all(a.content == b.content and a.ok == b.ok for a, b in zip(step.results, before.results))
-
-
-def failed_turn(step: Step) -> bool:
-    """Whether a turn achieved nothing: no valid call, a call that did not parse, or a tool error."""
-    return bool(step.errors) or not step.calls or any(not r.ok for r in step.results)
 
 
 def first_message(task: Task, observation: str) -> str:
@@ -124,14 +111,11 @@ class Episode:
         self.end = ""
         self.started = time.perf_counter()
         self.policy = policy
-        self.retry_temperature = cfg.retry_temperature
         self.faults: list[Fault] = []
         """Faults met in this episode (the async harness adds its request and deadline faults)."""
 
     def request(self) -> TurnRequest:
-        retry = self.retry_temperature is not None and bool(self.steps) and failed_turn(self.steps[-1])
-        return TurnRequest(self.task, self.messages, self.toolset, len(self.steps), sample=self.sample,
-                           temperature=self.retry_temperature if retry else None)
+        return TurnRequest(self.task, self.messages, self.toolset, len(self.steps), sample=self.sample)
 
     def advance(self, gen: Generation, gen_s: float, cfg: HarnessConfig) -> None:
         """Parse one generation, execute its valid calls, append messages; maybe end."""
