@@ -142,16 +142,14 @@ TEMPLATES: tuple[Template, ...] = (
         prompt="How many {category} products have fewer than 50 units in stock? "
                "Answer with a number.",
         sql=("SELECT COUNT(*) FROM products WHERE category = '{category}' AND stock < 50",),
-        reasoning=("{category} is a category, so I'll count the products whose category is '{category}' "
-                   "and whose stock is below 50.",
+        reasoning=("I'll count the {category} products with stock below 50.",
                    "The query returned {answer}, so that's the answer."),
     ),
     Template(
         id="product_price", tier="easy", slots=("product",), answer="number",
         prompt="What is the price of the {product}? Answer with a number.",
         sql=("SELECT price FROM products WHERE name = '{product}'",),
-        reasoning=("The {product} is a product, so I'll look up the price of the product whose name is "
-                   "'{product}'.",
+        reasoning=("I'll look up the price of the {product} in the products table.",
                    "The {product} costs {answer}, so I'll submit that."),
     ),
     Template(
@@ -160,8 +158,7 @@ TEMPLATES: tuple[Template, ...] = (
         prompt="Which {category} product has the highest price? Answer with the product name.",
         sql=("SELECT name, price FROM products WHERE category = '{category}' "
              "ORDER BY price DESC LIMIT 1",),
-        reasoning=("{category} is a category, so I'll sort the products whose category is '{category}' "
-                   "by price and take the top one.",
+        reasoning=("I'll sort the {category} products by price and take the top one.",
                    "The most expensive one is the {answer}, so I'll submit its name."),
     ),
     Template(
@@ -176,8 +173,7 @@ TEMPLATES: tuple[Template, ...] = (
         id="product_stock", tier="easy", slots=("product",), answer="number", heldout_only=True,
         prompt="How many units of the {product} are in stock? Answer with a number.",
         sql=("SELECT stock FROM products WHERE name = '{product}'",),
-        reasoning=("The {product} is a product, so I'll look up the stock of the product whose name is "
-                   "'{product}'.",
+        reasoning=("I'll look up the stock of the {product} in the products table.",
                    "There are {answer} units in stock, so I'll submit {answer}."),
     ),
     # ---- medium: join + aggregate ----------------------------------------------------------
@@ -194,8 +190,7 @@ TEMPLATES: tuple[Template, ...] = (
         prompt="How many units of the {product} have been sold in total? Answer with a number.",
         sql=("SELECT SUM(oi.quantity) FROM order_items oi JOIN products p "
              "ON oi.product_id = p.id WHERE p.name = '{product}'",),
-        reasoning=("The {product} is a product, so I'll add up the quantities in order_items for the "
-                   "product whose name is '{product}'.",
+        reasoning=("I'll add up the quantities in order_items for the {product}.",
                    "In total {answer} units were sold, so I'll submit {answer}."),
     ),
     Template(
@@ -204,8 +199,7 @@ TEMPLATES: tuple[Template, ...] = (
                "Answer with a number.",
         sql=(f"SELECT ROUND(SUM(oi.quantity * oi.unit_price), 2) {_ITEMS_BY_CITY_PRODUCT} "
              "WHERE c.city = '{city}' AND p.category = '{category}'",),
-        reasoning=("{category} is a category, so I'll sum quantity times unit price over the items bought "
-                   "in {city} of the products whose category is '{category}'.",
+        reasoning=("I'll sum quantity times unit price over {category} items bought in {city}.",
                    "They spent {answer}, so I'll submit that amount."),
     ),
     Template(
@@ -225,8 +219,7 @@ TEMPLATES: tuple[Template, ...] = (
                "Answer with a number.",
         sql=(f"SELECT SUM(oi.quantity) {_ITEMS_BY_CITY_PRODUCT} "
              "WHERE c.city = '{city}' AND p.category = '{category}'",),
-        reasoning=("{category} is a category, so I'll sum the quantities bought by customers in {city} "
-                   "of the products whose category is '{category}'.",
+        reasoning=("I'll sum the quantities of {category} items bought by customers in {city}.",
                    "They bought {answer} units, so I'll submit {answer}."),
     ),
     # ---- hard: schema discovery, then a subquery or two dependent queries ------------------
@@ -240,8 +233,7 @@ TEMPLATES: tuple[Template, ...] = (
         reasoning=("First I'll see which tables the database has.",
                    "Prices should be in the products table, so I'll check its columns.",
                    "I need the average price over all products first.",
-                   "{category} is a category, so now I'll count the products whose category is "
-                   "'{category}' priced above that average.",
+                   "Now I'll count the {category} products priced above that average.",
                    "The count above average is {answer}, so I'll submit it."),
     ),
     Template(
