@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -134,7 +134,7 @@ def synth(
         report, stop = _from_questions(env, db, questions, db_dir, split, compare, dedup, similarity), None
     else:
         report, stop = _generate(env, n, seed, base, wanted, split or ROLES.train, db, llm, llm_model, llm_options,
-                                 worlds, world_train, compose, tuple(compose_templates))
+                                 worlds, world_train, compose, compose_templates)
     report.tasks = _with_db_hashes(report.tasks)
     if tier_by:
         report.tasks = _retier(report.tasks, tier_by, tier_samples)
@@ -241,7 +241,7 @@ def _from_questions(env, db, questions, db_dir, split, compare, dedup, similarit
 
 def _generate(env, n, seed, base, wanted, split, db, llm, llm_model,
               llm_options: dict, worlds: int = 1, world_train: int = 0,
-              compose: int = 0, compose_templates: tuple[str, ...] = ()) -> tuple[SynthReport, str | None]:
+              compose: int = 0, compose_templates: Sequence[str] = ()) -> tuple[SynthReport, str | None]:
     """(report, why the run stopped early or None)."""
     if llm:
         from pydantic import ValidationError

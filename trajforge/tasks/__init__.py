@@ -26,6 +26,8 @@ def synthesize(env: str, n: int, seed: int = 0, worlds: int = 1, world_train: in
     (``EnvSpec.compose``) after the pool's own train tasks; ``compose_templates``: those template
     ids only (all when empty).
     ``rephrasings`` > 0 adds that many reworded copies of each train task (``tasks.rephrase``)."""
+    if compose_templates and not compose:  # else the choice would be dropped without a word
+        raise ValueError("compose_templates chooses the templates compose draws from: give compose > 0 with it")
     report = _generate(env, n, seed, worlds, world_train)
     if compose:
         report = _with_compose(env, report, compose, seed, tuple(compose_templates))

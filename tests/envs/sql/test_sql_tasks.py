@@ -276,6 +276,8 @@ def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):
     assert bad.exit_code != 0 and "no composition templates" in bad.output
     two = ["category_stock_total", "product_category"]
     chosen = synthesize("sql", 60, seed=2, compose=8, compose_templates=two)
+    with pytest.raises(ValueError, match="give compose > 0 with it"):
+        synthesize("sql", 60, seed=2, compose_templates=two)
     assert {t.template for t in chosen.tasks if t.template in compose_ids} == set(two)
     out = tmp_path / "two.jsonl"
     result = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "60", "--compose", "8", "--out", str(out),
