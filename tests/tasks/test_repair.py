@@ -17,12 +17,12 @@ from trajforge.policies.repair import RepairPolicy
 from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.schema import Mistake, Trajectory
 from trajforge.tasks import synthesize
-from trajforge.tasks.repair import REASON_KINDS, Measured, Planner, generic_mistakes, measured_mistakes
+from trajforge.tasks.repair import LEADING_KINDS, REASON_KINDS, Measured, Planner, generic_mistakes, measured_mistakes
 
 from tests.envs.mcp.test_mcp import kv_task, write_env
 
 ENV_KINDS = {
-    "sql": {"wrong_table", "wrong_column", "misplaced_column", "wrong_entity", "nearest_template", "intermediate",
+    "sql": {"wrong_table", "wrong_column", "misplaced_column", "collapsed_join", "wrong_entity", "nearest_template", "intermediate",
             "premature_answer"},
     "travel": {"wrong_entity", "bad_date", "nearest_template", "intermediate"},
     "web": {"wrong_entity", "bad_url", "intermediate"},
@@ -130,17 +130,58 @@ def test_a_premature_answer_is_refused_for_real_and_both_mistaken_turns_are_mask
     assert guesser(task, 0).kind == "premature_answer"
 
 
-def test_the_planner_plays_a_misplaced_column_first_wherever_it_fits():
-    """One repair sample per task (the recipes' setting) teaches the structural mistake on every
-    task it fits; the other tasks keep the rotation, so their first mistakes still vary."""
+def test_the_planner_plays_a_structural_mistake_first_wherever_one_fits():
+    """One repair sample per task (the recipes' setting) teaches the structural mistakes on every
+    task one fits, a collapsed join before a dropped one; the other tasks keep the rotation, so
+    their first mistakes still vary."""
     pool = list(train_pool("sql"))
     planner = Planner(pool)
-    fits = [t for t in pool if "misplaced_column" in {m.kind for m in env_spec("sql").mistakes(t, pool)}]
-    assert len(fits) >= 5
-    assert all(planner(t, 0).kind == "misplaced_column" for t in fits)
-    assert all(planner(t, 1).kind != "misplaced_column" for t in fits)
+    fitting = {t.id: [k for k in LEADING_KINDS if k in {m.kind for m in env_spec("sql").mistakes(t, pool)}]
+               for t in pool}
+    fits = [t for t in pool if fitting[t.id]]
+    assert len(fits) >= 5 and any(fitting[t.id] == list(LEADING_KINDS) for t in fits)
+    assert all(planner(t, 0).kind == fitting[t.id][0] for t in fits)
+    assert all(planner(t, len(fitting[t.id])).kind not in LEADING_KINDS for t in fits)
     rest = {planner(t, 0).kind for t in pool if t not in fits}
-    assert len(rest) >= 4 and "misplaced_column" not in rest, rest
+    assert len(rest) >= 4 and not rest & set(LEADING_KINDS), rest
+
+
+def test_a_collapsed_join_puts_every_filter_on_one_table_and_the_error_names_the_whole_path():
+    """The best recipe's natural held-out error (stop 50): a query of several joins written on one
+    table. The environment's error names the table and every JOIN to it; the fix is the reference."""
+    pool = list(train_pool("sql"))
+    task = next(t for t in pool if t.template == "city_spend_on_category")
+    [m] = [m for m in env_spec("sql").mistakes(task, pool) if m.kind == "collapsed_join"]
+    city, category = task.entities["city"], task.entities["category"]
+    assert m.calls[0].arguments["query"] == (f"SELECT COUNT(*) FROM products WHERE city = '{city}' "
+                                             f"AND category = '{category}'")
+    assert m.recovery.startswith("city is a column of customers, which my query did not join")
+    [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered" and traj.verdict.correct
+    [result] = traj.steps[0].results
+    assert result.error == "no_such_column"
+    assert ("city is a column of customers (JOIN order_items ON products.id = order_items.product_id "
+            "JOIN orders ON order_items.order_id = orders.id JOIN customers ON orders.customer_id = customers.id)"
+            in result.content)
+    # one filter table, the FROM table another: the query goes on the FROM table
+    spender = next(t for t in pool if t.template == "top_spender_in_city")
+    [m] = [m for m in env_spec("sql").mistakes(spender, pool) if m.kind == "collapsed_join"]
+    assert m.calls[0].arguments["query"] == f"SELECT COUNT(*) FROM order_items WHERE city = '{spender.entities['city']}'"
+    # a single join is misplaced_column's; a filter on the one table would not fail
+    for template in ("orders_from_city", "customers_in_city", "never_ordered_in_city"):
+        task = next(t for t in pool if t.template == template)
+        assert "collapsed_join" not in {m.kind for m in env_spec("sql").mistakes(task, pool)}, template
+
+
+def test_a_planner_of_chosen_kinds_plays_only_those_in_their_order():
+    pool = list(train_pool("sql"))
+    planner = Planner(pool, kinds=("collapsed_join", "premature_answer"))
+    task = next(t for t in pool if t.template == "city_spend_on_category")
+    first, second = planner(task, 0), planner(task, 1)
+    assert (first.kind, second.kind) == ("collapsed_join", "premature_answer") and planner(task, 2) is None
+    assert second.calls[0] == first.calls[0]  # the guess follows the collapsed query
+    single = next(t for t in pool if t.template == "customers_in_city")
+    assert [planner(single, k).kind for k in (0,)] == ["premature_answer"] and planner(single, 1) is None
 
 
 def test_mistakes_leave_the_rest_of_the_reference_valid():

@@ -51,9 +51,9 @@ REASON_KINDS = {
 }
 """A measured fail reason → the kind of mistake that teaches its recovery."""
 
-LEADING_KINDS = ("misplaced_column",)
-"""Kinds a task plays first wherever they fit, ahead of the rotation: the mistakes held-out
-questions actually make. On the SQL benchmark's 186 held-out tasks (``benchmarks/recipes.py``,
+LEADING_KINDS = ("collapsed_join", "misplaced_column")
+"""Kinds a task plays first wherever they fit, in this order, ahead of the rotation: the mistakes
+held-out questions actually make (``collapsed_join``: the best recipe's natural errors, stop 50). On the SQL benchmark's 186 held-out tasks (``benchmarks/recipes.py``,
 stop 22) the ``no_such_column`` errors were a right column on a table the query had not joined,
 not spelling slips, and self-repair taught on a rotation (9 ``misplaced_column`` episodes of 182)
 recovered none of them. Leading with it (stop 26) did not make recovery measurable either
@@ -159,6 +159,10 @@ def measured_mistakes(trajs: Iterable[Trajectory], tasks: Sequence[Task], dialec
     return Measured(by_task, reasons)
 
 
+def _leading(mistake: Mistake) -> int:
+    return LEADING_KINDS.index(mistake.kind) if mistake.kind in LEADING_KINDS else len(LEADING_KINDS)
+
+
 def _rotation(task_id: str) -> int:
     return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16)
 
@@ -167,12 +171,18 @@ class Planner:
     """Which mistake sample ``k`` of a task plays (see the module docstring): the repair policy's
     ``plan``, ``RepairPolicy(Planner(pool))`` (``trajforge.policies.repair``)."""
 
-    def __init__(self, pool: Sequence[Task], measured: Measured | None = None):
+    def __init__(self, pool: Sequence[Task], measured: Measured | None = None, kinds: Sequence[str] = ()):
+        """``kinds``: only these mistake kinds, in this order (a task none fits gets none, so its
+        samples are plain expert episodes); empty: every kind, ordered as above."""
         self.pool = list(pool)
         self.measured = measured
+        self.kinds = tuple(kinds)
         self._cache: dict[str, list[Mistake]] = {}
 
     def candidates(self, task: Task) -> list[Mistake]:
+        if task.id not in self._cache and self.kinds:
+            made = {m.kind: m for m in reversed(env_mistakes(task, self.pool) + generic_mistakes(task))}
+            self._cache[task.id] = [made[k] for k in self.kinds if k in made]
         if task.id not in self._cache:
             made = env_mistakes(task, self.pool) + generic_mistakes(task)
             if self.measured and self.measured.reasons:
@@ -185,7 +195,7 @@ class Planner:
             else:
                 shift = _rotation(task.id) % len(made) if made else 0
                 made, own = made[shift:] + made[:shift], []
-                made.sort(key=lambda m: m.kind not in LEADING_KINDS)  # stable: the rotation stays
+                made.sort(key=_leading)  # stable: the rotation stays
             self._cache[task.id] = own + made
         return self._cache[task.id]
 
