@@ -24,8 +24,9 @@ class ExpertPolicy:
     def act(self, requests: list[TurnRequest]) -> list[Generation]:
         return [self.reference_turn(req.task, req.turn) for req in requests]
 
-    def reference_turn(self, task, i: int, opening: str = "") -> Generation:
-        """Reference call ``i`` of ``task`` with its sentence (``opening`` before it)."""
+    def reference_turn(self, task, i: int, opening: str = "", restate: bool = True) -> Generation:
+        """Reference call ``i`` of ``task`` with its sentence (``opening`` before it; with
+        ``restate`` False, ``opening`` instead of it)."""
         ref = task.reference
         if i >= len(ref):
             # The reference is exhausted without ending the episode; say so instead of calling.
@@ -33,6 +34,8 @@ class ExpertPolicy:
         call = ref[i]
         # Generators that write their words at generation time store them on the task.
         why = task.reasoning[i] if i < len(task.reasoning) else f"I'll call {call.name}."
+        if opening and not restate:
+            return Generation(text=self.dialect.render_assistant(opening, [call]))
         return Generation(text=self.dialect.render_assistant(f"{opening} {why}" if opening else why, [call]))
 
 

@@ -44,7 +44,12 @@ class RepairPolicy:
         if k < made:
             return Generation(text=self.mistaken_text(req, mistake, k), mistake=mistake.kind)
         i = req.turn - made
-        return self.expert.reference_turn(req.task, i, mistake.recovery if i == mistake.at else "")
+        if i != mistake.at:
+            return self.expert.reference_turn(req.task, i)
+        # The mistaken turn already said the plan (``mistaken_words``): the fix says what went
+        # wrong instead of restating it. A model that copies its last turn's words copies its
+        # last call after them (stop 50: the recovery sentence, then the same failing query).
+        return self.expert.reference_turn(req.task, i, mistake.recovery, restate=mistake.raw is not None)
 
     def mistaken_text(self, req: TurnRequest, mistake: Mistake, k: int) -> str:
         if k == 0 and mistake.raw is not None:
