@@ -38,7 +38,9 @@ demo's harness:
   mistake (``MistakeFirstPolicy``) and keeps their grounded recoveries (``--rft-attempts 0``:
   only those); from ``compose``, the expert half is compose's own pool and a third as many
   compose tasks as ``--rft-tasks`` are sampled too (a warm round on the demo's expert alone
-  erased what compose taught: stop 46);
+  erased what compose taught: stop 46); ``--rft-repair-kinds collapsed_join,premature_answer``
+  adds self-repair episodes of those kinds (one per kind, on every train and compose task one
+  fits) to the warm round, ``--rft-repair-mix`` (1.0) × its kept attempts of them;
 - ``dpo-online``: ``train_dpo_online`` from the ``sft`` adapter, ``--online-rounds`` rounds on the
   same train tasks and attempts as ``rft`` (round 1's are the shared sft samples; each later
   round samples the adapter the previous one left), each round's DPO 1 epoch over at most 4
@@ -101,6 +103,10 @@ def main() -> None:
                          "(RFTConfig.warm_start) instead of a fresh adapter on expert + kept")
     ap.add_argument("--rft-mistakes", type=int, default=0,
                     help="RFT attempts per task that start from a planted mistake (RFTConfig.mistake_attempts)")
+    ap.add_argument("--rft-repair-kinds", default="",
+                    help="rft: self-repair episodes of these mistake kinds in each warm round (comma list)")
+    ap.add_argument("--rft-repair-mix", type=float, default=1.0,
+                    help="rft --rft-repair-kinds: repair episodes per kept attempt in a warm round")
     ap.add_argument("--repair-epochs", type=float, default=2.0,
                     help="epochs of the repair recipe (1.0: sft's steps, over expert + repair episodes)")
     # Stop 28's RFT round from sft took 34 minutes (2,046 s) on seed 0: dpo and grpo get as much,
@@ -233,6 +239,12 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
             # demo's expert alone, a warm round erased what compose taught (product_stock 18 → 0/32).
             expert = compose_experts(out, args, split)
             pool = pool + compose_pool(args, pool)
+        if args.rft_repair_kinds:
+            kinds = tuple(k for k in args.rft_repair_kinds.split(",") if k)
+            tasks = split["train"] + (compose_tasks(args) if args.rft_from == "compose" else [])
+            repairs = repair_episodes(out, tasks, kinds)
+            info_repairs = len(repairs)
+            expert = expert + repairs
         res = train_rft(pool, expert, args.model, adapter, rft_config(args, replay),
                         init_adapter=str(out / args.rft_from))
         done = res.rounds[1:]
@@ -241,6 +253,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
                 "kept": sum(r.kept for r in done), "solved_tasks": [r.solved_tasks for r in done],
                 "sample_s": round(shared_s + sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
                 "mistake_attempts": args.rft_mistakes, "rounds": len(done),
+                "repair_kinds": args.rft_repair_kinds, "repair_episodes": info_repairs if args.rft_repair_kinds else 0,
                 "train_s": round(shared_s + time.perf_counter() - t0, 1)}
     info.setdefault("train_s", round(time.perf_counter() - t0, 1))
     data = json.loads(meta.read_text())
@@ -254,7 +267,8 @@ def rft_config(args, replay: dict):
     from trajforge.train.rft import RFTConfig
 
     return RFTConfig(**DEMO_RECIPE, **replay, seed=args.seed, rounds=args.rft_rounds, attempts=args.rft_attempts,
-                     mistake_attempts=args.rft_mistakes, warm_start=args.rft_warm)
+                     mistake_attempts=args.rft_mistakes, warm_start=args.rft_warm,
+                     repair_mix=args.rft_repair_mix if args.rft_repair_kinds else 0.0)
 
 
 def rl_pool(args, split) -> list:
@@ -410,15 +424,21 @@ def rephrased_experts(out: Path, split) -> list:
     return TrajectoryStore(out / "rephrase-expert").read()
 
 
-def repair_episodes(out: Path, train) -> list:
-    """One self-repair episode per train task (its first planned mistake), graded."""
+def repair_episodes(out: Path, train, kinds: tuple[str, ...] = ()) -> list:
+    """One self-repair episode per train task (its first planned mistake), graded; with ``kinds``,
+    one per kind on every task the first kind fits (the others give none)."""
     from trajforge.eval.run import collect
     from trajforge.policies.repair import RepairPolicy
     from trajforge.store import TrajectoryStore
     from trajforge.tasks.repair import Planner
 
-    collect(train, RepairPolicy(Planner(train)), out / "repair-store", show_progress=False)
-    return TrajectoryStore(out / "repair-store").read()
+    if kinds:
+        planner = Planner(train, kinds=kinds[:1])
+        train = [t for t in train if planner(t, 0) is not None]
+    store = out / ("repair-store" if not kinds else f"repair-{'-'.join(kinds)}")
+    collect(train, RepairPolicy(Planner(train, kinds=kinds)), store, samples=max(1, len(kinds)), show_progress=False)
+    made = TrajectoryStore(store).read()
+    return [t for t in made if any(s.mistake for s in t.steps)] if kinds else made
 
 
 def evaluate_recipe(recipe: str, adapter: Path, out: Path, args, split, solved) -> dict:

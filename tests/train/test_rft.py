@@ -19,7 +19,7 @@ from trajforge.policies.scripted import ScriptedPolicy
 from trajforge.store import TrajectoryStore
 from trajforge.tasks.pool import write_tasks
 from trajforge.tasks.repair import Planner
-from trajforge.train.rft import RFTConfig, call_signature, keep_verified, round_key, train_rft, unsure_tasks
+from trajforge.train.rft import RFTConfig, call_signature, keep_verified, round_key, train_rft, unsure_tasks, warm_slice
 from trajforge.train.sft import SFTConfig, SFTResult
 
 TINY = dict(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1)
@@ -185,6 +185,21 @@ class _Fixer:
     def act(self, requests):
         self.turns += [r.turn for r in requests]
         return [self.expert.reference_turn(r.task, r.turn - 1) for r in requests]
+
+
+def test_a_warm_rounds_repair_mix_draws_self_repair_episodes_apart_from_the_expert_slice(sql_tasks, expert_trajs):
+    """Self-repair episodes among many expert ones would mostly miss a warm round's slice:
+    ``repair_mix`` draws them apart, ``expert_mix`` then only successes; without it, one draw."""
+    tasks = _train(sql_tasks)
+    repairs = [graded(t) for t in run_episodes(tasks[:6], RepairPolicy(Planner(tasks)))]
+    assert {t.outcome.tier for t in repairs} == {"recovered"}
+    expert = list(expert_trajs) + repairs
+    mixed = warm_slice(expert, 4, RFTConfig(repair_mix=1.0, expert_mix=0.5), 1)
+    assert sum(t.outcome.tier == "recovered" for t in mixed) == 4 and sum(t.outcome.tier == "success" for t in mixed) == 2
+    alone = warm_slice(expert, 4, RFTConfig(expert_mix=2.0), 1)
+    assert len(alone) == 8  # one draw over both tiers, as before repair_mix
+    with pytest.raises(ValueError, match="repair_mix"):
+        train_rft(tasks, expert, "unused", "/nonexistent", RFTConfig(repair_mix=-1.0))
 
 
 def test_mistake_first_policy_plants_the_mistake_then_hands_the_episode_to_the_model(sql_tasks):

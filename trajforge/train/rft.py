@@ -86,6 +86,11 @@ class RFTConfig(SFTConfig, SamplingSettings):
     expert_mix: float = 1.0
     """Expert demonstrations per kept attempt in a ``warm_start`` round (against forgetting the
     tasks no attempt was kept for)."""
+    repair_mix: float = 0.0
+    """Self-repair demonstrations (expert episodes graded ``recovered``: ``collect --policy
+    repair``) per kept attempt in a ``warm_start`` round, drawn apart from ``expert_mix``'s, which
+    then draws only ``success``. A warm round trains on a slice of the expert data, so a few
+    repair episodes among many would mostly be left out. 0: they are drawn with the others."""
     reinforce_below: float = 0.0
     """``warm_start`` rounds only: a task whose plain attempts this round were verified in fewer
     than this share of them keeps its verified attempts again, even those whose calls an earlier
@@ -340,6 +345,18 @@ def expert_slice(expert: list[Trajectory], n: int, seed: int, tiers: Iterable[st
     return random.Random(seed).sample(usable, min(n, len(usable)))
 
 
+def warm_slice(expert: list[Trajectory], kept: int, cfg: RFTConfig, r: int) -> list[Trajectory]:
+    """The expert demonstrations a warm round ``r`` that kept ``kept`` attempts trains on:
+    ``expert_mix`` × ``kept`` of them, and with ``repair_mix`` that many × ``kept`` self-repair
+    ones (``recovered``) drawn apart."""
+    if not cfg.repair_mix:
+        return expert_slice(expert, round(kept * cfg.expert_mix), cfg.seed + r, cfg.tiers)
+    plain = [t for t in cfg.tiers if t != "recovered"]
+    repairs = expert_slice(expert, round(kept * cfg.repair_mix), cfg.seed + r, ["recovered"]) \
+        if "recovered" in cfg.tiers else []
+    return expert_slice(expert, round(kept * cfg.expert_mix), cfg.seed + r, plain) + repairs
+
+
 class _Budget:
     """The run's time budget, spread over the stages still to come."""
 
@@ -372,6 +389,8 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
                          "0 or more and not both 0")
     if cfg.expert_mix < 0:
         raise ValueError(f"expert_mix must be 0 or more, not {cfg.expert_mix}")
+    if cfg.repair_mix < 0:
+        raise ValueError(f"repair_mix must be 0 or more, not {cfg.repair_mix}")
     if cfg.max_seconds < 0:  # _Budget would count it as spent before round 0 began
         raise ValueError(f"the time budget (max_seconds) must be 0 (none) or more, not {cfg.max_seconds}")
     if not tasks:
@@ -426,7 +445,7 @@ def train_rft(tasks: list[Task], expert: list[Trajectory], model: str, out_dir: 
             rounds.append(info.model_copy(update={"adapter_dir": start}))
             continue
         if start:
-            data = new + expert_slice(expert, round(len(new) * cfg.expert_mix), cfg.seed + r, cfg.tiers)
+            data = new + warm_slice(expert, len(new), cfg, r)
         else:
             data = expert + kept
         info.sft = trained_round(data, model, Path(info.adapter_dir),
@@ -443,7 +462,7 @@ def _finish(out: Path, result: RFTResult, cfg: RFTConfig) -> None:
     """The last round's adapter into ``out``, its meta extended with every round."""
     adopt_last_round(out, Path(result.rounds[-1].adapter_dir), "rft", {
         "config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "mistake_attempts", "temperature",
-                                                "keep_per_task", "warm_start", "expert_mix", "reinforce_below")},
+                                                "keep_per_task", "warm_start", "expert_mix", "repair_mix", "reinforce_below")},
         "stopped": result.stopped,
         "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0} for r in result.rounds]})
 
