@@ -302,9 +302,19 @@ def test_recovery_never_and_recovered_share(tmp_path):
     store(never, "s", episodes(HELD, policy("tuned", MISSING_ARG, WRONG)))
     store(often, "s", episodes(HELD, policy("tuned", MISSING_ARG)))  # error first, then the right calls
     (f,) = fired(never, "recovery")
-    assert f.status == "problem" and f.evidence == {"recovered": 0, "errored": 12, "recovery_at": dr.RECOVERY_MIN}
+    assert f.status == "problem" and f.evidence == {"recovered": 0, "errored": 12, "recovery_at": dr.RECOVERY_MIN,
+                                                    "after_error": {"other": 12}}
+    assert "no error → correction turns" in f.cause
     (w,) = fired(often, "recovery")  # it does recover: no "never"; but every success needed it
     assert w.status == "warning" and w.evidence["recovered"] == w.evidence["solved"] == 12
+
+
+def test_a_model_that_reruns_its_failing_call_is_named_a_copier(tmp_path):
+    """Stop 50's measured failure: after the error the same call again, unchanged."""
+    store(tmp_path, "s", episodes(HELD, policy("tuned", MISSING_ARG, MISSING_ARG)))
+    (f,) = fired(tmp_path, "recovery")
+    assert f.evidence["after_error"] == {"repeat": 12}
+    assert "reruns the failing call unchanged (12 of 12)" in f.cause and "--mistakes-from" in f.next_step
 
 
 def test_guessed_answers_are_named_and_are_not_recoveries(tmp_path):

@@ -163,6 +163,21 @@ def _troubled(t: Trajectory) -> bool:
     return any(s.errors or any(not r.ok for r in s.results) for s in t.steps)
 
 
+def _after_first_error(t: Trajectory) -> str:
+    """What the turn after an episode's first error did: ``repeat`` (the same calls, or the same
+    refused text, again), ``other`` (something else called) or ``none`` (no call, or no next turn)."""
+    for i, step in enumerate(t.steps):
+        if not (step.errors or any(not r.ok for r in step.results)):
+            continue
+        nxt = t.steps[i + 1] if i + 1 < len(t.steps) else None
+        if nxt is None or not (nxt.calls or nxt.errors):
+            return "none"
+        same_calls = bool(step.calls) and [(c.name, c.arguments) for c in nxt.calls] == \
+            [(c.name, c.arguments) for c in step.calls]
+        return "repeat" if same_calls or (step.raw and nxt.raw == step.raw) else "other"
+    return "none"
+
+
 def _finite(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(s, v) for s, v in points if math.isfinite(v)]
 
@@ -551,12 +566,21 @@ def rule_recovery(facts: Facts) -> Result:
                            next_step="look at them (trajforge view) for the question kinds it guesses on; train on "
                                      "grounded episodes of those kinds (more tasks, RFT on them)"))
     if len(errored) >= MIN_EPISODES and recovered / len(errored) < RECOVERY_MIN:
+        after = Counter(_after_first_error(t) for t in errored if not (t.outcome and t.outcome.positive))
+        cause, next_step = ("the model never repairs: the data shows no error → correction turns",
+                            "add self-repair demonstrations and train on recovered episodes "
+                            "(train sft --tiers success,recovered)")
+        if after["repeat"] * 2 >= sum(after.values()):
+            cause = (f"after an error the model reruns the failing call unchanged ({after['repeat']} of "
+                     f"{sum(after.values())}): it copies its last turn instead of reading the error")
+            next_step = ("self-repair demonstrations of the errors it makes (collect --policy repair "
+                         "--mistakes-from its own samples), their fix turns not restating the mistaken "
+                         "one; a sampled retry does not cure copying")
         out.append(Finding(rule="recovery", status="problem", source=facts.subject,
                            title=f"{recovered} of {len(errored)} episodes that met an error recovered",
-                           evidence={"recovered": recovered, "errored": len(errored), "recovery_at": RECOVERY_MIN},
-                           cause="the model never repairs: the data shows no error → correction turns",
-                           next_step="add self-repair demonstrations and train on recovered episodes "
-                                     "(train sft --tiers success,recovered)"))
+                           evidence={"recovered": recovered, "errored": len(errored), "recovery_at": RECOVERY_MIN,
+                                     "after_error": dict(after)},
+                           cause=cause, next_step=next_step))
     if len(solved) >= MIN_EPISODES and recovered / len(solved) >= RECOVERED_SHARE:
         out.append(Finding(rule="recovery", status="warning", source=facts.subject,
                            title=f"{recovered} of {len(solved)} solved episodes needed a recovery",
