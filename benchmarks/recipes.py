@@ -239,11 +239,11 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
             # demo's expert alone, a warm round erased what compose taught (product_stock 18 → 0/32).
             expert = compose_experts(out, args, split)
             pool = pool + compose_pool(args, pool)
+        repairs = []
         if args.rft_repair_kinds:
             kinds = tuple(k for k in args.rft_repair_kinds.split(",") if k)
             tasks = split["train"] + (compose_tasks(args) if args.rft_from == "compose" else [])
             repairs = repair_episodes(out, tasks, kinds)
-            info_repairs = len(repairs)
             expert = expert + repairs
         res = train_rft(pool, expert, args.model, adapter, rft_config(args, replay),
                         init_adapter=str(out / args.rft_from))
@@ -253,7 +253,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
                 "kept": sum(r.kept for r in done), "solved_tasks": [r.solved_tasks for r in done],
                 "sample_s": round(shared_s + sum(r.sample_seconds for r in done), 1), "warm_start": args.rft_warm,
                 "mistake_attempts": args.rft_mistakes, "rounds": len(done),
-                "repair_kinds": args.rft_repair_kinds, "repair_episodes": info_repairs if args.rft_repair_kinds else 0,
+                "repair_kinds": args.rft_repair_kinds, "repair_episodes": len(repairs),
                 "train_s": round(shared_s + time.perf_counter() - t0, 1)}
     info.setdefault("train_s", round(time.perf_counter() - t0, 1))
     data = json.loads(meta.read_text())

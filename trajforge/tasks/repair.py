@@ -53,8 +53,8 @@ REASON_KINDS = {
 
 LEADING_KINDS = ("collapsed_join", "misplaced_column")
 """Kinds a task plays first wherever they fit, in this order, ahead of the rotation: the mistakes
-held-out questions actually make (``collapsed_join``: the best recipe's natural errors, stop 50). On the SQL benchmark's 186 held-out tasks (``benchmarks/recipes.py``,
-stop 22) the ``no_such_column`` errors were a right column on a table the query had not joined,
+held-out questions actually make (``collapsed_join``: the best recipe's natural errors, stop 50).
+On the SQL benchmark's 186 held-out tasks (``benchmarks/recipes.py``, stop 22) the ``no_such_column`` errors were a right column on a table the query had not joined,
 not spelling slips, and self-repair taught on a rotation (9 ``misplaced_column`` episodes of 182)
 recovered none of them. Leading with it (stop 26) did not make recovery measurable either
 (README, "Recipes side by side"). With measured mistakes (``--mistakes-from``) this does not
@@ -172,8 +172,9 @@ class Planner:
     ``plan``, ``RepairPolicy(Planner(pool))`` (``trajforge.policies.repair``)."""
 
     def __init__(self, pool: Sequence[Task], measured: Measured | None = None, kinds: Sequence[str] = ()):
-        """``kinds``: only these mistake kinds, in this order (a task none fits gets none, so its
-        samples are plain expert episodes); empty: every kind, ordered as above."""
+        """``kinds``: only these mistake kinds of the environment's and the generic ones, in this
+        order (a task none fits gets none, so its samples are plain expert episodes; ``measured``
+        is not used then); empty: every kind, ordered as above."""
         self.pool = list(pool)
         self.measured = measured
         self.kinds = tuple(kinds)

@@ -462,7 +462,8 @@ def _finish(out: Path, result: RFTResult, cfg: RFTConfig) -> None:
     """The last round's adapter into ``out``, its meta extended with every round."""
     adopt_last_round(out, Path(result.rounds[-1].adapter_dir), "rft", {
         "config": {k: getattr(cfg, k) for k in ("rounds", "attempts", "mistake_attempts", "temperature",
-                                                "keep_per_task", "warm_start", "expert_mix", "repair_mix", "reinforce_below")},
+                                                "keep_per_task", "warm_start", "expert_mix", "repair_mix",
+                                                "reinforce_below")},
         "stopped": result.stopped,
         "rounds": [r.model_dump(exclude={"sft"}) | {"sft_steps": r.sft.steps if r.sft else 0} for r in result.rounds]})
 

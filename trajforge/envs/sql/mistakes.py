@@ -133,10 +133,11 @@ def _qualifiers(text: str, aliases: dict[str, str]) -> list[tuple[str, str]]:
 
 def _collapse_joins(query: str) -> tuple[str, str, str, list[str]] | None:
     """(the query on one table with all its joins dropped, a column it filters on that lives in
-    another table, that table, the query's tables in order), for a query of two or more joins and no subquery. The one table is
-    the last filter's (``p.category`` → ``products``) when the filters use several tables, else the
-    FROM table; the measure becomes ``COUNT(*)`` unless it reads only that table. None when every
-    filter is on that table (the collapsed query would not fail) or the query is not that simple."""
+    another table, that table, the query's tables in order), for a query of two or more joins
+    and no subquery. The one table is the last filter's (``p.category`` → ``products``) when the
+    filters use several tables, else the FROM table; the measure becomes ``COUNT(*)`` unless it
+    reads only that table. None when every filter is on that table (the collapsed query would not
+    fail) or the query is not that simple."""
     m = _ONE_QUERY.match(query)
     if m is None or len(re.findall(r"\bJOIN\b", m["source"], re.I)) < 2 or "SELECT" in m["where"].upper():
         return None
@@ -191,7 +192,8 @@ def sql_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
                            recovery=f"{column} is a column of {table}, which my query did not join; "
                                     f"I'll add {clause}."))
     made = {m.kind: m for m in out}
-    failing = made.get("collapsed_join") or made.get("misplaced_column") or made.get("wrong_column") or made.get("wrong_table")
+    failing = next((made[k] for k in ("collapsed_join", "misplaced_column", "wrong_column", "wrong_table")
+                    if k in made), None)
     if failing is not None and REFUSE_UNSUPPORTED:  # taken, the number would end the episode
         out.append(Mistake(kind="premature_answer", at=at,
                            calls=(*failing.calls, ToolCall(name="submit_answer", arguments={"answer": GUESS})),
