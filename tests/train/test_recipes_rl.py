@@ -20,7 +20,7 @@ def _sft_and_args(tiny_model, expert_trajs, tmp_path) -> Namespace:
               SFTConfig(max_steps=1, r=4, replay_share=0.0, batch_size=2, grad_accum=1), progress=False)
     return Namespace(model=tiny_model, seed=0, rft_attempts=2, rft_rounds=1, rft_mistakes=0, rft_warm=False,
                      rft_tasks=2, rft_from="sft", replay_share=0.0, rl_minutes=30.0, grpo_steps=1, grpo_lr=5e-4,
-                     online_rounds=2, online_lr=1e-4)
+                     online_rounds=2, online_lr=1e-4, rft_repair_kinds="", rft_repair_mix=1.0)
 
 
 def test_dpo_and_grpo_rows_start_from_sft_and_share_one_sampling(tiny_model, sql_tasks, expert_trajs, tmp_path):
