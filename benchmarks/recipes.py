@@ -432,11 +432,11 @@ def repair_episodes(out: Path, train, kinds: tuple[str, ...] = ()) -> list:
     from trajforge.store import TrajectoryStore
     from trajforge.tasks.repair import Planner
 
+    planner = Planner(train, kinds=kinds)  # one planner, the whole pool's: nearest_template draws on it
     if kinds:
-        planner = Planner(train, kinds=kinds[:1])
-        train = [t for t in train if planner(t, 0) is not None]
+        train = [t for t in train if (first := planner(t, 0)) is not None and first.kind == kinds[0]]
     store = out / ("repair-store" if not kinds else f"repair-{'-'.join(kinds)}")
-    collect(train, RepairPolicy(Planner(train, kinds=kinds)), store, samples=max(1, len(kinds)), show_progress=False)
+    collect(train, RepairPolicy(planner), store, samples=max(1, len(kinds)), show_progress=False)
     made = TrajectoryStore(store).read()
     return [t for t in made if any(s.mistake for s in t.steps)] if kinds else made
 

@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
+SQL_LITERAL = re.compile(r"('(?:[^']|'')*')")
+"""An SQL string literal: split on it, a text's literals are its odd parts."""
+
 DB_VERSION = 2
 """Stored as ``PRAGMA user_version``; bump it when the generator changes so caches rebuild (2: worlds
 1..999 keep world 0's tables and columns, where version 1 renamed them in the same files)."""
@@ -152,7 +155,7 @@ class RetailWorld:
         names = {**self.tables, **self.columns}
         if not names:
             return text
-        parts = re.split(r"('(?:[^']|'')*')", text)  # odd parts are string literals
+        parts = SQL_LITERAL.split(text)
         return "".join(p if i % 2 else _renamed(p, names) for i, p in enumerate(parts))
 
     def prose(self, text: str) -> str:

@@ -159,15 +159,19 @@ def _solved(t: Trajectory) -> bool:
     return bool(t.outcome and t.outcome.correct)
 
 
+def _erred(step) -> bool:
+    return bool(step.errors) or any(not r.ok for r in step.results)
+
+
 def _troubled(t: Trajectory) -> bool:
-    return any(s.errors or any(not r.ok for r in s.results) for s in t.steps)
+    return any(_erred(s) for s in t.steps)
 
 
 def _after_first_error(t: Trajectory) -> str:
     """What the turn after an episode's first error did: ``repeat`` (the same calls, or the same
     refused text, again), ``other`` (something else called) or ``none`` (no call, or no next turn)."""
     for i, step in enumerate(t.steps):
-        if not (step.errors or any(not r.ok for r in step.results)):
+        if not _erred(step):
             continue
         nxt = t.steps[i + 1] if i + 1 < len(t.steps) else None
         if nxt is None or not (nxt.calls or nxt.errors):

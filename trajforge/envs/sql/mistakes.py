@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
 from trajforge.envs.sql.env import REFUSE_UNSUPPORTED
 from trajforge.envs.sql.worlds import COLUMN_NAMES, TABLE_NAMES, retail_world
+from trajforge.envs.sqldb import SQL_LITERAL
 from trajforge.schema import Mistake, Task, ToolCall
 
 QUERY_TOOLS = ("run_sql",)
@@ -78,7 +79,7 @@ def _word(name: str) -> re.Pattern:
 def _swap_first(query: str, slips: dict[str, str]) -> tuple[str, str, str] | None:
     """(new query, right name, wrong name) for the first slip whose name the query uses, outside
     quoted strings."""
-    parts = re.split(r"('(?:[^']|'')*')", query)  # odd parts are string literals
+    parts = SQL_LITERAL.split(query)
     for right, wrong in slips.items():
         pattern = _word(right)
         for i in range(0, len(parts), 2):
@@ -120,14 +121,14 @@ _ONE_QUERY = re.compile(r"\s*SELECT\s+(?P<select>.+?)\s+FROM\s+(?P<source>.+?)\s
 
 def _unqualified(text: str, aliases: dict[str, str]) -> str:
     """``text`` with every ``alias.column`` of ``aliases`` written ``column``, outside string literals."""
-    parts = re.split(r"('(?:[^']|'')*')", text)
+    parts = SQL_LITERAL.split(text)
     return "".join(p if i % 2 else _QUALIFIED.sub(lambda m: m[2] if m[1] in aliases else m[0], p)
                    for i, p in enumerate(parts))
 
 
 def _qualifiers(text: str, aliases: dict[str, str]) -> list[tuple[str, str]]:
     """The ``(alias, column)`` pairs ``text`` uses, in order, outside string literals."""
-    parts = re.split(r"('(?:[^']|'')*')", text)
+    parts = SQL_LITERAL.split(text)
     return [(a, c) for p in parts[::2] for a, c in _QUALIFIED.findall(p) if a in aliases]
 
 
