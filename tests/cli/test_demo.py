@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.tiny import build_tiny_model
+from trajforge.cli.demo import DEMO_COMPOSE, DemoConfig
 from trajforge.cli.main import app
 from trajforge.envs.sql.tasks import COMPOSE_TEMPLATES
 
@@ -28,9 +29,9 @@ def test_demo_writes_metrics_and_report(tmp_path):
     assert set(metrics["timings_s"]) >= {"pull model", "synthesize tasks", "collect expert trajectories",
                                          "train sft", "evaluate base", "evaluate tuned", "total"}
     tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
-    # the train split spans vocabulary worlds 1..3 on top of world 0; test and held-out stay in world 0
+    # the train split spans vocabulary worlds 1..6 on top of world 0; test and held-out stay in world 0
     assert sorted({(t["split"], t.get("world", 0)) for t in tasks if t.get("world", 0)}) == [
-        ("train", 1), ("train", 2), ("train", 3)]
+        ("train", w) for w in range(1, DemoConfig().worlds)]
     # --compose adds train tasks of the chosen composition template only
     assert {t["template"] for t in tasks} & {t.id for t in COMPOSE_TEMPLATES} == {"product_category"}
     assert {t["split"] for t in tasks if t["template"] == "product_category"} == {"train"}
@@ -38,3 +39,9 @@ def test_demo_writes_metrics_and_report(tmp_path):
     assert "<table>" in html and "tuned" in html and "base" in html
     assert "Flipped tasks: base → tuned" in html and 'src="data:image/png;base64,' in html  # trajforge report
     assert "held-out split" in res.output
+
+
+def test_demo_defaults_train_on_six_worlds_and_the_six_composition_templates():
+    cfg = DemoConfig()
+    assert (cfg.worlds, cfg.compose) == (7, 55) and cfg.compose_templates == list(DEMO_COMPOSE)
+    assert set(DEMO_COMPOSE) <= {t.id for t in COMPOSE_TEMPLATES}

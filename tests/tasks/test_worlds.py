@@ -38,7 +38,7 @@ from trajforge.tasks.templates import TemplateGenerator, split_sizes
 from trajforge.tasks.verify import replay_reference
 from trajforge.tasks.worlds import across_worlds, world_shares
 
-WORLDS = (1, 2, 3, 4, 5)
+WORLDS = (1, 2, 3, 4, 5, 6)  # the demo trains on 1..6
 """The worlds whose vocabularies the leak tests read."""
 POOL_WORLDS = 3
 """Pools drawn across worlds 0..2."""

@@ -22,6 +22,10 @@ from trajforge.cli.targets import refuse_target
 
 console = Console()
 
+DEMO_COMPOSE = ("category_stock_total", "most_stocked_in_category", "product_category", "category_units_sold",
+                "product_revenue", "city_units_of_product")
+"""The composition templates the demo trains on (``benchmarks/recipes.py --compose-templates``)."""
+
 
 class DemoConfig(BaseModel):
     """The demo's settings; SFT's differ from the library defaults where the short CPU run needs it."""
@@ -32,27 +36,27 @@ class DemoConfig(BaseModel):
     """Base model."""
     n: int = 260
     """Tasks to synthesize in world 0 (all splits: 182 train, 39 test, 39 held-out)."""
-    worlds: int = 4
-    """Worlds the training pool spans: world 0 and vocabulary worlds 1..3 (other cities, categories
+    worlds: int = 7
+    """Worlds the training pool spans: world 0 and vocabulary worlds 1..6 (other cities, categories
     and products, world 0's tables; ``synth --worlds``)."""
     world_train: int = 61
-    """Train tasks each world > 0 adds to world 0's 182 (3 × 61: about as many again). On the 186
-    held-out tasks of ``benchmarks/recipes.py`` this took the demo's recipe from 115 to 126 solved
-    (McNemar p = 0.02) at the same number of steps: the model copies held-out names off the
-    question instead of writing ones it memorised. On seed 1 it was 107 vs 105 (p = 0.73): kept
-    as neutral-to-helpful without replay, not as a proven gain (README, "Worlds")."""
-    compose: int = 0
-    """Train tasks of the SQL composition templates (``synth --compose``) added to the pool. Off:
-    the best recipe's six (typed) added 55 tasks and took the demo from 72% to 69% held-out (27/39,
-    105 steps, 9m17s), and on the 186 held-out tasks of ``benchmarks/recipes.py`` from 120 to 124
-    solved (17 fixed, 13 broken, p = 0.59; first-attempt errors 13.4% → 20.4%); what helps is the
-    warm RFT round after it, which does not fit the demo's 15 minutes here (README, "Composition
-    templates")."""
-    compose_templates: list[str] = []
-    """The composition template ids ``compose`` draws from (all when empty)."""
+    """Train tasks each world > 0 adds to world 0's 182 (6 × 61). Three worlds (stop 24) took the
+    demo's recipe from 115 to 126 of the 186 held-out tasks of ``benchmarks/recipes.py`` (McNemar
+    p = 0.02) at the same number of steps: the model copies held-out names off the question instead
+    of writing ones it memorised. Six, without compose, reached 128 (stop 51; 14 fixed / 6 broken
+    against three worlds, p = 0.12): neutral-to-helpful alone; with compose below they carry it."""
+    compose: int = 55
+    """Train tasks of the SQL composition templates (``synth --compose``) added to the pool: the
+    held-out templates' parts in other combinations. With three worlds they took the demo from 72%
+    to 69% held-out (stop 49); with six worlds (stop 51) to 85% (33/39), and on the 186 held-out
+    tasks of ``benchmarks/recipes.py`` from 120 to 164 solved (48 fixed, 4 broken; `product_stock`
+    0 → 30 of 32), SFT alone (README, "The demo (stop 51)")."""
+    compose_templates: list[str] = list(DEMO_COMPOSE)
+    """The composition template ids ``compose`` draws from (all when empty): the best recipe's six,
+    without the 3-table joins that became the nearest query for the 4-table ones (stop 43)."""
     epochs: float = 1.0
-    """SFT epochs over the 365 demonstrations: 92 steps at batch 4, what 2.0 epochs over world 0's
-    182 alone took (there 1.0 epoch reached 38% held-out, 1.75 64%)."""
+    """SFT epochs over the 603 demonstrations: 151 steps at batch 4 (with world 0's 182 alone, 1.0
+    epoch reached 38% held-out, 1.75 64%: the steps decide it)."""
     lr: float = 1e-3
     """SFT learning rate (the demo's short run needs more than the 2e-4 library default)."""
     batch_size: int = 4
