@@ -37,6 +37,20 @@ def test_autograd_records_nothing_below_the_lowest_adapted_layer(tiny_model, che
     assert not outputs[0].requires_grad and outputs[1].requires_grad
 
 
+def test_checkpointing_is_turned_on_by_the_name_this_transformers_keeps(tiny_model):
+    """transformers 5.2x renamed it ``activation_checkpointing_enable``; the old name warns in every
+    training log there and goes in v6."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*gradient_checkpointing_enable.*deprecated")
+        net, _ = lora_model(tiny_model, SFTConfig(r=4, dropout=0.0, gradient_checkpointing=True))
+    base = net.base_model.model
+    on = base.is_activation_checkpointing if hasattr(type(base), "is_activation_checkpointing") \
+        else base.is_gradient_checkpointing
+    assert on
+
+
 def test_more_layers_than_the_model_has_is_refused_by_name(tiny_model):
     with pytest.raises(ValueError, match="lora_layers=3, but the model has 2 decoder layers"):
         lora_model(tiny_model, SFTConfig(lora_layers=3))

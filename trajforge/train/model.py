@@ -36,12 +36,23 @@ def lora_model(path: str, cfg: LoraSettings, init_adapter: str | None = None, de
         # Non-reentrant checkpointing: works with frozen inputs (no enable_input_require_grads hack),
         # with DDP's hooks and with torch.compile.
         # Active only in train mode, so in-loop evaluation and rollouts still generate with a cache.
-        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        checkpointing(net)
         # transformers then also makes the input embeddings' output require a gradient, which only
         # reentrant checkpointing needs; it would push the backward through every layer, the
         # frozen ones below ``--lora-layers`` included.
         net.disable_input_require_grads()
     return net, tok
+
+
+def checkpointing(net) -> None:
+    """Turn on non-reentrant activation checkpointing by the name this transformers knows:
+    ``activation_checkpointing_enable`` from 5.2x on (``gradient_checkpointing_enable``, its
+    deprecated alias there, warns in every training log), the old name before."""
+    enable = getattr(net, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def adapted_layers(config, top: int) -> list[int] | None:
