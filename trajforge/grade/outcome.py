@@ -64,7 +64,6 @@ FAIL_REASONS: dict[str, str] = {
     "query_limit": "a query past the time, memory or value-size limit",
     "sql_error": "any other error SQLite reported",
     "unsupported_answer": "submit_answer before any query succeeded, refused once (sql: nothing supports it)",
-    "unstated_answer": "submit_answer of a value no shown result states, refused once (sql)",
     # -- travel ----------------------------------------------------------------------------------
     "unknown_city": "a city that is not in the catalog",
     "bad_date": "a date that is not YYYY-MM-DD or is outside the bookable period",

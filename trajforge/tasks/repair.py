@@ -48,7 +48,6 @@ REASON_KINDS = {
     "empty_result_submitted": "wrong_entity", "logic_break": "intermediate", "wrong_answer": "nearest_template",
     "tests_failed": "wrong_solution", "missing_function": "wrong_solution", "bad_path": "bad_path",
     "not_found": "intermediate", "guessed_answer": "premature_answer", "unsupported_answer": "premature_answer",
-    "unstated_answer": "intermediate",
 }
 """A measured fail reason → the kind of mistake that teaches its recovery."""
 

@@ -66,12 +66,6 @@ def check_calls(env: str, plan: Sequence[Any]) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-REFUSED_ANSWERS = {"unstated_answer": "verify_failed"}
-"""A final call the environment refused as an answer its results do not state (sql: the plan
-submits what its query did not return) is the plan's answer failing verification, reported as
-such, not as a broken tool call."""
-
-
 def run_plan(task: Task, calls: Sequence[ToolCall]) -> PlanRun:
     """Execute ``calls`` for ``task`` in a fresh environment; read the expected value off it."""
     try:
@@ -93,8 +87,7 @@ def _run_plan(task: Task, calls: Sequence[ToolCall]) -> PlanRun:
             if result.fault:
                 raise PlanRejected("env_fault", f"step {i} ({call.name}): {result.content}")
             if not result.ok:
-                raise PlanRejected(REFUSED_ANSWERS.get(result.error, "tool_error"),
-                                   f"step {i} ({call.name}): {result.content}")
+                raise PlanRejected("tool_error", f"step {i} ({call.name}): {result.content}")
             results.append(result.content)
         try:
             expected = env.expected_outcome()

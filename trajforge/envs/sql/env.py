@@ -26,15 +26,14 @@ from trajforge.envs.answers import answers_match
 from trajforge.envs.base import Environment, InfraError, ToolError, Verdict
 from trajforge.envs.sql.dbfile import check_database
 from trajforge.envs.sql.hints import EMPTY_NOTE, sql_error, tables_hint
-from trajforge.envs.sql.results import (found_nothing, names_in, result_contains, result_states, spells_answer,
-                                        typed_cell)
+from trajforge.envs.sql.results import found_nothing, names_in, result_contains, spells_answer, typed_cell
 from trajforge.envs.sql.worlds import world_db
 from trajforge.envs.sqlguard import MEMORY_MB, GuardedDb, ResultSet
 
 # The SQLite side (authorizer, limits, rendering) runs in the worker process: its module holds it.
 from trajforge.envs.sqlworker import MAX_VALUE_BYTES, quote_ident  # noqa: F401 - re-exported
 from trajforge.envs.sqlworker import authorize as _authorize  # noqa: F401
-from trajforge.parse.limits import clean_text, short
+from trajforge.parse.limits import short
 from trajforge.schema import Task
 
 
@@ -51,25 +50,6 @@ without the refusal and 9 with it, none broken; refusing twice rescued no more. 
 agent saw decides, never the expected answer. Refusing also an answer that only an empty result
 supports (a lone count of 0, no row) fixed 2 and broke 2 of the 186 (stop 45: the model submits the
 same 0 again), so an empty result is only said (``EMPTY_NOTE``), never refused."""
-
-
-REFUSE_UNSTATED = 1
-"""How many times an episode's ``submit_answer`` is refused when queries have succeeded but no
-result shown states the answer, while the last result did find something (complete, not empty).
-The embedded model's commonest wrong answer after an error: refused a guess, it runs the right
-query, reads 9, and submits its refused guess 3 again (8 of its 22 failures on the recipes' 186
-held-out tasks at stop 52, ``logic_break``). Refusing once and saying what the last query returned
-turns that copy into a second look; a second submission is taken. As with the unsupported answer,
-only what the agent saw decides, never the expected answer; an answer after an empty result is
-never refused (stop 45: the model resubmits the same 0)."""
-
-
-def unstated_answer(answer: str, rows: list[list[str]]) -> str:
-    """The refusal's text: the answer no result states, and what the last query returned."""
-    shown = "; ".join(", ".join(row) for row in rows[:5])  # cells a query can write: cut and cleaned
-    shown = clean_text(shown[:200]) + ("…" if len(shown) > 200 or len(rows) > 5 else "")
-    return (f"not submitted: no result so far states {short(answer)}; the last query returned "
-            f"{shown}. Submit what the query that answers the question returns.")
 
 
 def unsupported_answer(answer: str) -> str:
@@ -95,8 +75,8 @@ class SqlEnv(Environment):
     tool_names = ("list_tables", "describe_table", "run_sql", "submit_answer")
     final_tool = "submit_answer"
     # The database is read-only, so the episode state is what the agent submitted and saw last
-    # (every result it was shown, and how many answers it was refused).
-    state_fields = ("answer", "last_result", "refused", "shown", "refused_unstated")
+    # (and how many unsupported answers it was refused).
+    state_fields = ("answer", "last_result", "refused")
     synthesis_intro = ("The agent answers questions about this SQLite database by querying it "
                        "(read-only). The answer a plan submits must be exactly the result of its "
                        "last run_sql query: the value of a one-row result, or a one-column result "
@@ -104,19 +84,15 @@ class SqlEnv(Environment):
     """What a task writer is told first (``describe_for_synthesis``)."""
 
     def __init__(self, seed: int = 0, timeout_s: float = 2.0, max_rows: int = 50,
-                 max_chars: int = 4000, refuse_unsupported: int = REFUSE_UNSUPPORTED,
-                 refuse_unstated: int = REFUSE_UNSTATED):
+                 max_chars: int = 4000, refuse_unsupported: int = REFUSE_UNSUPPORTED):
         super().__init__(seed=seed)
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self.max_chars = max_chars
         self.refuse_unsupported = refuse_unsupported
-        self.refuse_unstated = refuse_unstated
         self.answer: str | None = None
         self.last_result: SqlResult | None = None
         self.refused = 0
-        self.shown: list[list[list[str]]] = []  # every successful result's cells, as the agent saw them
-        self.refused_unstated = 0
         self._db: GuardedDb | None = None
         self._schema: dict[str, str] = {}  # table -> compact description
 
@@ -130,8 +106,6 @@ class SqlEnv(Environment):
         self.answer = None
         self.last_result = None
         self.refused = 0
-        self.shown = []
-        self.refused_unstated = 0
         check_database(task)  # the file a task was made on, unchanged (by its content hash)
         # The worker reads the schema before its authorizer goes in (describe_table needs PRAGMA,
         # the model doesn't get it).
@@ -266,7 +240,6 @@ class SqlEnv(Environment):
         except (sqlite3.Error, sqlite3.Warning) as e:
             raise ToolError(self._explain(e), kind="sql_error") from None
         self.reach("query_ok")
-        self.shown.append(cells)
         self.last_result = SqlResult(query, cells, complete=not offset and not text.rsplit("\n", 1)[-1]
                                        .startswith("... ("))
         if self._shows_answer(cells, query):
@@ -292,20 +265,9 @@ class SqlEnv(Environment):
         if self.last_result is None and self.refused < self.refuse_unsupported:
             self.refused += 1
             raise ToolError(unsupported_answer(str(answer)), kind="unsupported_answer")
-        if self._unstated(str(answer)) and self.refused_unstated < self.refuse_unstated:
-            self.refused_unstated += 1
-            raise ToolError(unstated_answer(str(answer), self.last_result.rows), kind="unstated_answer")
         self.answer = str(answer)
         self.reach("submitted")
         return "Answer submitted."
-
-    def _unstated(self, answer: str) -> bool:
-        """Whether queries succeeded, the last found something whole, and no shown result states
-        ``answer`` (``REFUSE_UNSTATED``)."""
-        last = self.last_result
-        if last is None or not last.complete or found_nothing(last.rows):
-            return False
-        return not any(result_states(cells, answer) for cells in self.shown)
 
     # ---- helpers ----------------------------------------------------------------------------
 

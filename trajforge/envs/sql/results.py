@@ -79,14 +79,6 @@ def result_contains(cells: list[list[str]], expected: Any) -> bool:
     return any(answers_match(c, expected) for c in flat)
 
 
-def result_states(cells: list[list[str]], answer: str) -> bool:
-    """Whether a shown result states a submitted answer: one of its cells, or its one column as a
-    list (``expected_outcome``'s two answer shapes)."""
-    if any(answers_match(answer, typed_cell(c)) for row in cells for c in row):
-        return True
-    return bool(cells) and all(len(row) == 1 for row in cells) and answers_match(answer, [row[0] for row in cells])
-
-
 _STRING = re.compile(r"'((?:[^']|'')*)'")
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
 _PAGING = re.compile(r"\b(?:LIMIT|OFFSET)\s+\d+(?:\s*,\s*\d+)?", re.IGNORECASE)
