@@ -31,7 +31,7 @@ def run(tmp_path_factory):
     cli("collect", "--tasks", d / "tasks.jsonl", "--policy", "expert", "--out", d / "store", "--split", "train")
     cli("grade", d / "store")
     cli("train", "sft", "--data", d / "store", "--model", model, "--out", d / "adapter", "--max-steps", 3,
-        "--batch-size", 4)
+        "--batch-size", 4, "--replay-share", 0.3)
     return d, model
 
 
@@ -52,7 +52,7 @@ def test_sft_changed_every_trainable_parameter(run):
     unchanged = [k for k in trained if torch.equal(trained[k], init[k])]
     assert unchanged == []
     assert meta["result"]["steps"] == 3 and meta["toolset_fingerprint"]
-    # The CLI mixes 30% self-distilled general samples in by default (against forgetting).
+    # --replay-share mixes self-distilled general samples in (against forgetting; off by default).
     assert meta["config"]["replay_share"] == 0.3
     n_expert = len([1 for line in (d / "store").glob("shard-*.jsonl") for _ in line.read_text().splitlines()])
     assert meta["result"]["samples"] > n_expert

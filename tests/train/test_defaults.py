@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from trajforge.train.defaults import MIN_STEPS, auto_batch, auto_lr, derive, model_params
+from trajforge.train.defaults import MAX_EPOCHS, MIN_STEPS, auto_batch, auto_epochs, auto_lr, derive, model_params
 from trajforge.train.sft import SFTConfig, train_sft
 
 QWEN_7B = 7_615_616_512
@@ -21,7 +21,7 @@ def test_a_7b_lora_on_a_few_thousand_demonstrations_gets_the_seeds_values():
     # Eight GPUs reach the same 32 with less accumulation.
     eight, _ = derive(SFTConfig(), QWEN_7B, demonstrations=4000, world=8)
     assert eight.batch_size * eight.grad_accum * 8 == 32 and eight.grad_accum == 2
-    assert len(why.why) == 2 and why.effective_batch == 32
+    assert len(why.why) == 3 and why.effective_batch == 32 and why.epochs == 1
 
 
 def test_the_embedded_model_on_the_demos_data_gets_the_demos_recipe():
@@ -34,6 +34,20 @@ def test_the_embedded_model_on_the_demos_data_gets_the_demos_recipe():
     assert steps >= MIN_STEPS
 
 
+def test_the_demos_pool_gets_one_pass_at_batch_4_the_demos_recipe():
+    """603 demonstrations (the demo's pool since stop 51): one pass at batch 4, 151 steps, which is
+    what the demo trains with; a small store gets more passes until it has its hundred steps."""
+    cfg, why = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=603)
+    assert (cfg.epochs, cfg.batch_size * cfg.grad_accum, cfg.lr) == (1, 4, pytest.approx(1e-3))
+    assert why.epochs == 1 and any(line.startswith("epochs 1") for line in why.why)
+    small, _ = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=182)
+    assert small.epochs == 3 and 182 * 3 / (small.batch_size * small.grad_accum) >= MIN_STEPS
+    tiny, _ = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=20)
+    assert tiny.epochs == MAX_EPOCHS  # capped: not 20 passes of memorising 20 demonstrations
+    big, _ = derive(SFTConfig(replay_share=0.0), QWEN_7B, demonstrations=4000)
+    assert big.epochs == 1 and big.batch_size * big.grad_accum == 32
+
+
 def test_the_rule_is_monotone_and_bounded():
     sizes = [50e6, 135e6, 0.5e9, 1.5e9, 7e9, 14e9, 70e9]
     lrs = [auto_lr(int(p)) for p in sizes]
@@ -41,11 +55,13 @@ def test_the_rule_is_monotone_and_bounded():
     batches = [auto_batch(n) for n in (10, 400, 800, 1600, 3200, 1e6)]
     assert batches == sorted(batches) and batches[0] == 4 and batches[-1] == 32
     assert all(b & (b - 1) == 0 for b in batches)  # powers of two
+    passes = [auto_epochs(n) for n in (1, 50, 100, 200, 399, 400, 10_000)]
+    assert passes == sorted(passes, reverse=True) and passes[0] == MAX_EPOCHS and passes[-1] == 1
 
 
 def test_a_given_value_wins_and_nothing_is_recorded_for_it():
-    cfg, why = derive(SFTConfig(lr=3e-5, grad_accum=3), SMOLLM2_135M, demonstrations=182)
-    assert (cfg.lr, cfg.grad_accum) == (3e-5, 3) and why.why == []
+    cfg, why = derive(SFTConfig(lr=3e-5, grad_accum=3, epochs=2.5), SMOLLM2_135M, demonstrations=182)
+    assert (cfg.lr, cfg.grad_accum, cfg.epochs) == (3e-5, 3, 2.5) and why.why == []
 
 
 def test_model_params_reads_the_shape_without_weights():

@@ -123,9 +123,9 @@ def test_defaults_are_train_sfts():
     assert check_defaults(plan_command) == []
     planned = _plan("--model", "qwen2.5-0.5b")
     settings = planned["settings"]
-    # grad_accum's default is derived (train/defaults.py): 1000 samples + replay, 2 epochs → batch 16.
-    assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS} | {"grad_accum": 8}
-    assert any(note.startswith("derived: effective batch 16") for note in planned["notes"])
+    # grad_accum and epochs are derived (train/defaults.py): 1000 samples → one pass at batch 8.
+    assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS} | {"grad_accum": 4, "epochs": 1}
+    assert any(note.startswith("derived: effective batch 8") for note in planned["notes"])
     changed = _plan("--model", "qwen2.5-0.5b", "--lora-r", "8", "--batch", "3", "--grad-accum", "2",
                     "--max-len", "1024", "--no-gradient-checkpointing")["settings"]
     assert (changed["r"], changed["batch_size"], changed["grad_accum"], changed["max_len"],

@@ -67,8 +67,9 @@ class DemoConfig(BaseModel):
     dropout: float = 0.0
     """LoRA dropout (0.05 library default costs ~35% step time on CPU)."""
     replay_share: float = 0.0
-    """Self-distilled general samples mixed into SFT against forgetting (library default 0.3): off
-    here, where they would add 43% to the training time that dominates the demo's 15 minutes."""
+    """Self-distilled general samples mixed into SFT against forgetting (off by default too): 30%
+    would add 43% to the training time that dominates the demo's 15 minutes, and cost held-out
+    completion (README, "Defaults that learn")."""
     lora_layers: int = 0
     """LoRA on the top N layers only (0: every layer). The top 10 of 30 made SFT 1.5× faster here
     (730 s instead of ~1,100) but reached 54% held-out instead of 69%, so the demo adapts all."""

@@ -143,7 +143,7 @@ def _settled(cfg: SFTConfig, data: Path, model: str, processes: int) -> SFTConfi
     again from the same store and model, and records why in the adapter."""
     from trajforge.train.distributed import launched
 
-    if processes <= 1 or launched() or (cfg.lr is not None and cfg.grad_accum is not None):
+    if processes <= 1 or launched() or None not in (cfg.lr, cfg.grad_accum, cfg.epochs):
         return cfg
     from trajforge.policies.models import resolve
     from trajforge.train.defaults import derive, model_params
