@@ -27,8 +27,9 @@ demo's harness:
   reworded copy of each (``synth --rephrasings 1``: the same plan and answer, the question in
   another of its template's wordings; test and held-out keep theirs), 1 epoch: the same steps
   as ``sft``'s 2 over half the data;
-- ``defaults``: ``train sft`` with no tuning flags (``SFTConfig()``: derived lr and batch,
-  dropout 0.05, checkpointing on, 30% replay), the issue's "within 5 points of the demo's recipe";
+- ``defaults``: ``train sft`` with no tuning flags (``SFTConfig()``: derived lr, epochs and
+  batch, dropout 0.05, checkpointing on, no replay), the issue's "within 5 points of the demo's
+  recipe";
 - ``rft``: one RFT round (``--rft-rounds N``: N) from the ``sft`` adapter (4 attempts at T=0.7
   on each of the first ``--rft-tasks`` train tasks, 60 by default, up to 2 verified distinct
   kept per task, a fresh adapter on expert + kept with the demo's recipe); ``--rft-from
@@ -121,7 +122,7 @@ def main() -> None:
                     help="also measure recovery after a planted mistake on every held-out task")
     ap.add_argument("--replay-share", type=float, default=None,
                     help="self-distilled replay share of every recipe but defaults (default: the library's, "
-                         "0.3; the demo runs 0)")
+                         "SFT 0, DPO 0.3; 0.3 is the forgetting guard)")
     ap.add_argument("--compose-n", type=int, default=91, help="compose: tasks added (half the 182)")
     ap.add_argument("--compose-templates", default="",
                     help="compose: these COMPOSE_TEMPLATES ids only, comma-separated (default all)")
