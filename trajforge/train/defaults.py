@@ -18,7 +18,8 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   the passes: 182 demonstrations at 1.0 epoch (45 steps) reached 38% held-out and at 1.75 epochs
   64%. The demo's 603 get one pass at batch 4 (151 steps), the demo's own recipe; with this rule
   and no flags they reach 90.9% of the 186 held-out tasks against the demo's 88.2% (README,
-  "Defaults that learn"), where a second pass adds its time and memorises (loss 0.004 after one).
+  "Defaults that learn"); one pass already reaches a loss of 0.004 there, and two passes (with
+  replay) did no better than one.
 - **Effective batch** (sequences per optimizer step): the largest power of two ≤ 32 that still
   leaves at least ``MIN_STEPS`` optimizer steps over the run (demonstrations plus their replay
   share, times the epochs), never below 4. A few thousand demonstrations get the seeds' 32. A small
