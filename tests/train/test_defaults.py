@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from trajforge.train.defaults import MAX_EPOCHS, MIN_STEPS, auto_batch, auto_epochs, auto_lr, derive, model_params
+from trajforge.train.defaults import (CHECKPOINT_HEADROOM, MAX_EPOCHS, MIN_STEPS, auto_batch, auto_checkpointing,
+                                      auto_epochs, auto_lr, derive, model_params)
+from trajforge.train.plan import GB, Hardware, Workload, train_memory
+from trajforge.train.shapes import model_shape
 from trajforge.train.sft import SFTConfig, train_sft
 
 QWEN_7B = 7_615_616_512
@@ -76,3 +79,87 @@ def test_train_sft_without_tuning_flags_records_what_it_derived(tiny_model, expe
     assert meta["config"]["grad_accum"] * meta["config"]["batch_size"] == res.effective_batch == 4
     assert meta["derived"]["params"] == model_params(tiny_model)
     assert any(line.startswith("lr ") for line in meta["derived"]["why"])
+
+
+# ---- gradient checkpointing: auto -----------------------------------------------------------------
+
+DEMO_BATCH = Workload(rows=2, width=928, loss_tokens=400, prefix=380, source="data")
+LONG_7B_BATCH = Workload(rows=2, width=4096, loss_tokens=8192, source="data")
+
+
+def _planned_gb(model: str, work: Workload, device: str, checkpointing: bool) -> float:
+    cfg = SFTConfig(gradient_checkpointing=checkpointing)
+    return train_memory(model_shape(model), cfg, Hardware(device=device), work).total_gb
+
+
+def test_checkpointing_is_off_when_the_plan_fits_the_device_and_on_when_it_does_not():
+    shape = model_shape("smollm2-135m")
+    off_gb = _planned_gb("smollm2-135m", DEMO_BATCH, "cpu", checkpointing=False)
+    roomy = off_gb * GB / CHECKPOINT_HEADROOM * 1.01
+    on, why = auto_checkpointing(SFTConfig(), shape, [DEMO_BATCH], "cpu", roomy)
+    assert not on and "off" in why and f"{off_gb:.1f} GB" in why
+    on, why = auto_checkpointing(SFTConfig(), shape, [DEMO_BATCH], "cpu", roomy * 0.98)  # just under the headroom
+    assert on and "over 80%" in why
+
+
+def test_the_widest_micro_batch_decides():
+    shape = model_shape("qwen2.5-7b")
+    off_gb = _planned_gb("qwen2.5-7b", LONG_7B_BATCH, "cuda", checkpointing=False)
+    short = Workload(rows=2, width=512, loss_tokens=512, source="data")
+    assert _planned_gb("qwen2.5-7b", short, "cuda", checkpointing=False) < off_gb
+    h100 = 80 * GB
+    # A 7B at 2 × 4096 tokens without checkpointing does not fit an 80 GB card's 80%; 2 × 512 does.
+    assert off_gb > CHECKPOINT_HEADROOM * 80
+    assert auto_checkpointing(SFTConfig(), shape, [short, LONG_7B_BATCH], "cuda", h100)[0]
+    assert not auto_checkpointing(SFTConfig(), shape, [short], "cuda", h100)[0]
+
+
+@pytest.mark.parametrize("settings, processes, device, shape_name, reason", [
+    ({"load_in": "4bit"}, 1, "cuda", "qwen2.5-7b", "4bit"),
+    ({"distributed": "fsdp"}, 2, "cuda", "qwen2.5-7b", "fsdp"),
+    ({}, 1, "mps", "qwen2.5-7b", "no memory plan"),
+    ({}, 1, "cpu", None, "no memory plan"),
+])
+def test_checkpointing_stays_on_where_the_plan_does_not_decide(settings, processes, device, shape_name, reason):
+    shape = model_shape(shape_name) if shape_name else None
+    on, why = auto_checkpointing(SFTConfig(**settings), shape, [DEMO_BATCH], device, 1e15, processes)
+    assert on and reason in why
+
+
+def test_ddp_processes_plan_their_own_gpu_each():
+    """Several DDP processes: one GPU each, so the rule is the single GPU's (and off fits there)."""
+    on, _ = auto_checkpointing(SFTConfig(), model_shape("qwen2.5-0.5b"), [DEMO_BATCH], "cuda", 80 * GB, 8)
+    assert not on
+
+
+def _record_enable(monkeypatch):
+    import trajforge.train.model as model_mod
+
+    calls = []
+    real = model_mod.enable_checkpointing
+    monkeypatch.setattr(model_mod, "enable_checkpointing", lambda net: (calls.append(net), real(net)))
+    return calls
+
+
+def test_train_sft_decides_checkpointing_for_its_own_micro_batches(tiny_model, expert_trajs, tmp_path, monkeypatch):
+    import trajforge.train.sft as sft_mod
+
+    calls = _record_enable(monkeypatch)
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "roomy", SFTConfig(max_steps=1, r=4), progress=False)
+    meta = json.loads((tmp_path / "roomy" / "trajforge_adapter.json").read_text())
+    assert meta["config"]["gradient_checkpointing"] is False and meta["derived"]["gradient_checkpointing"] is False
+    assert any(line.startswith("gradient checkpointing off: the plan's peak") for line in meta["derived"]["why"])
+    assert calls == []
+    # The same run on a device of 10 MB: the plan's peak does not fit, so checkpointing goes on in the model.
+    monkeypatch.setattr(sft_mod, "device_memory_bytes", lambda runtime: 1e7)
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "tight", SFTConfig(max_steps=1, r=4), progress=False)
+    meta = json.loads((tmp_path / "tight" / "trajforge_adapter.json").read_text())
+    assert meta["config"]["gradient_checkpointing"] is True and meta["derived"]["gradient_checkpointing"] is True
+    base = calls[0].base_model.model
+    assert len(calls) == 1 and (base.is_activation_checkpointing if hasattr(type(base), "is_activation_checkpointing")
+                                else base.is_gradient_checkpointing)
+    # A given value wins: nothing derived, nothing recorded.
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "given", SFTConfig(max_steps=1, r=4, gradient_checkpointing=False),
+              progress=False)
+    meta = json.loads((tmp_path / "given" / "trajforge_adapter.json").read_text())
+    assert meta["derived"]["gradient_checkpointing"] is None and len(calls) == 1

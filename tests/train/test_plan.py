@@ -121,11 +121,18 @@ def test_defaults_are_train_sfts():
     from trajforge.cli.plan_cmd import plan as plan_command
 
     assert check_defaults(plan_command) == []
-    planned = _plan("--model", "qwen2.5-0.5b")
+    planned = _plan("--model", "qwen2.5-0.5b", "--device", "cuda", "--gpu-gb", "24")
     settings = planned["settings"]
-    # grad_accum and epochs are derived (train/defaults.py): 1000 samples → one pass at batch 8.
-    assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS} | {"grad_accum": 4, "epochs": 1}
+    # grad_accum, epochs and checkpointing are derived (train/defaults.py): 1000 samples → one pass
+    # at batch 8; 2 × 4096 tokens without checkpointing plan to 19.0 GB, within 80% of 24 GB.
+    assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS} | {
+        "grad_accum": 4, "epochs": 1, "gradient_checkpointing": False}
     assert any(note.startswith("derived: effective batch 8") for note in planned["notes"])
+    assert any(note.startswith("derived: gradient checkpointing off: the plan's peak without it is 19.0 GB")
+               for note in planned["notes"])
+    small = _plan("--model", "qwen2.5-0.5b", "--device", "cuda", "--gpu-gb", "12")
+    assert small["settings"]["gradient_checkpointing"] is True
+    assert small["train"]["total_gb"] < planned["train"]["total_gb"]  # the plan is for what will run
     changed = _plan("--model", "qwen2.5-0.5b", "--lora-r", "8", "--batch", "3", "--grad-accum", "2",
                     "--max-len", "1024", "--no-gradient-checkpointing")["settings"]
     assert (changed["r"], changed["batch_size"], changed["grad_accum"], changed["max_len"],
@@ -226,7 +233,8 @@ def test_data_reads_the_stores_sequences(tmp_path, tiny_model, expert_trajs):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     samples, _ = build_samples(select(expert_trajs, SFTConfig())[0], tok, tiny_model, SFTConfig(), {})
     lengths = [len(s.input_ids) for s in samples]
-    plan = _plan("--model", tiny_model, "--data", str(tmp_path / "store"), "--device", "cpu", "--batch", "3")
+    plan = _plan("--model", tiny_model, "--data", str(tmp_path / "store"), "--device", "cpu", "--batch", "3",
+                 "--gradient-checkpointing")  # checkpointed, the widest micro-batch peaks highest
     assert plan["data"]["samples"] == len(samples) and plan["data"]["longest"] == max(lengths)
     assert plan["data"]["tokens"] == sum(lengths) and plan["data"]["tokenizer"] == tiny_model
     w = plan["workload"]

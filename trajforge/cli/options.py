@@ -227,7 +227,7 @@ def _parameter(param: str, spec: Options, name: str, flag: str) -> inspect.Param
     annotation, choices = _cli_type(info.annotation)
     if choices:
         help_text = f"{help_text} ({' | '.join(map(str, choices))})".strip()
-    if annotation is bool:
+    if annotation in (bool, Optional[bool]):  # Optional: a third state, None, when neither is given
         flag = f"{flag}/--no-{flag[2:]}"
     option = typer.Option(... if default is PydanticUndefined else default, flag, help=help_text or None)
     return inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)

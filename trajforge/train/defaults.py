@@ -27,6 +27,15 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   would consume. ``grad_accum`` is what reaches that batch at the configured per-device
   ``batch_size`` and process count.
 
+- **Gradient checkpointing** (``auto_checkpointing``): off when ``trajforge plan``'s peak for the
+  run's widest micro-batch without it stays within ``CHECKPOINT_HEADROOM`` of the device's memory
+  (one GPU's, or this host's shared by the processes on it), on otherwise — and always on for a
+  quantized base and under DeepSpeed or FSDP, where the plan is not checked against measured
+  peaks and memory is why those were chosen. Recomputing every layer in the backward pass is pure
+  cost when the activations fit, and more than the ~30% usually quoted here: it also turns off the
+  shared-prefix cache. On the demo's pool (``benchmarks/sft_settings.py``) a step took 16.3 s with
+  it and 8.1 s without (the plan: 3.3 GB peak without it, of this host's 25.3 GB).
+
 A flag or config value always wins: the rule fills only what is left as None, and the adapter's
 meta records the values used and why.
 """
@@ -45,6 +54,10 @@ MIN_BATCH = 4
 MIN_STEPS = 100
 """An adapter needs on the order of a hundred updates: below that the warm-up and the cosine decay
 are most of the run."""
+CHECKPOINT_HEADROOM = 0.8
+"""Share of the device's memory a run without checkpointing may be planned to peak at. The plan is
+within 5% of measured peaks on this CPU and 0.4% on an H200 (README, "Memory and time"); the rest
+is for what the plan does not see (other tensors, fragmentation)."""
 MAX_EPOCHS = 3
 """Passes a tiny store may get to reach ``MIN_STEPS``; more memorise it (doctor names 4 passes over
 fewer than 500 samples as memorising)."""
@@ -57,6 +70,7 @@ class Derived(BaseModel):
     epochs: int | None = None
     effective_batch: int | None = None
     grad_accum: int | None = None
+    gradient_checkpointing: bool | None = None
     params: int
     sequences_per_epoch: int
     why: list[str] = []
@@ -116,6 +130,31 @@ def derive(cfg, params: int, demonstrations: int, world: int = 1):
                           f"{epochs:g} epochs) = batch {cfg.batch_size} × {world} process(es) × "
                           f"grad_accum {record.grad_accum}")
     return cfg.model_copy(update=update), record
+
+
+def auto_checkpointing(cfg, shape, workloads: list, device: str, memory_bytes: float, processes: int = 1
+                       ) -> tuple[bool, str]:
+    """(checkpointing on?, why) for ``cfg`` with ``gradient_checkpointing`` None: on unless the plan's
+    peak without it (``plan.train_memory`` for the widest of ``workloads``, plan.Workload) fits
+    ``CHECKPOINT_HEADROOM × memory_bytes`` (one device's memory: a GPU's, or the host's share of one
+    of its ``processes``). ``shape``: the model's ``shapes.Shape``, None when unknown (then on)."""
+    from trajforge.train.plan import GB, Hardware, peak_workload, train_memory
+
+    if cfg.load_in != "none":
+        return True, f"gradient checkpointing on: a {cfg.load_in} base is loaded to save memory"
+    if processes > 1 and cfg.distributed != "ddp":
+        return True, f"gradient checkpointing on: --distributed {cfg.distributed} (sharded; the plan is unchecked there)"
+    if shape is None or device not in ("cpu", "cuda") or not workloads or not math.isfinite(memory_bytes):
+        return True, "gradient checkpointing on: no memory plan for this model or device"
+    off = cfg.model_copy(update={"gradient_checkpointing": False})
+    hw = Hardware(device=device, gpus=processes if device == "cuda" else 1, gpu_gb=memory_bytes / GB)
+    peak = train_memory(shape, off, hw, peak_workload(shape, off, hw, workloads)).total_gb
+    budget = CHECKPOINT_HEADROOM * memory_bytes / GB
+    if peak <= budget:
+        return False, (f"gradient checkpointing off: the plan's peak without it is {peak:.1f} GB, within "
+                       f"{CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one {device} process")
+    return True, (f"gradient checkpointing on: the plan's peak without it is {peak:.1f} GB, over "
+                  f"{CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one {device} process")
 
 
 def model_params(model: str, net=None) -> int:

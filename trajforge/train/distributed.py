@@ -101,7 +101,8 @@ def accelerate_config(processes: int, mode: Distributed, cfg: LoraSettings, mode
         "fsdp_cpu_ram_efficient_loading": True, "fsdp_offload_params": False,
         # LoRA trains a few parameters next to frozen ones in the same wrapped module.
         "fsdp_use_orig_params": True,
-        "fsdp_activation_checkpointing": cfg.gradient_checkpointing}}
+        # SFT's auto (None) is on under FSDP (train/defaults.auto_checkpointing).
+        "fsdp_activation_checkpointing": cfg.gradient_checkpointing is not False}}
 
 
 def write_accelerate_config(path: Path, config: dict[str, Any]) -> Path:

@@ -27,21 +27,28 @@ def lora_model(path: str, cfg: LoraSettings, init_adapter: str | None = None, de
         for step in adapter_lineage(init_adapter):  # a DPO adapter sits on its SFT adapter, etc.
             net = PeftModel.from_pretrained(net, step).merge_and_unload()
     if cfg.load_in != "none":
-        net = prepare_model_for_kbit_training(net, use_gradient_checkpointing=cfg.gradient_checkpointing)
+        net = prepare_model_for_kbit_training(net, use_gradient_checkpointing=cfg.gradient_checkpointing is not False)
     torch.manual_seed(cfg.seed)
     net = get_peft_model(net, LoraConfig(r=cfg.r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.dropout,
                                          target_modules=cfg.targets, task_type="CAUSAL_LM",
                                          layers_to_transform=adapted_layers(net.config, cfg.lora_layers)))
-    if cfg.gradient_checkpointing and not fsdp_checkpoints():
-        # Non-reentrant checkpointing: works with frozen inputs (no enable_input_require_grads hack),
-        # with DDP's hooks and with torch.compile.
-        # Active only in train mode, so in-loop evaluation and rollouts still generate with a cache.
-        checkpointing(net)
-        # transformers then also makes the input embeddings' output require a gradient, which only
-        # reentrant checkpointing needs; it would push the backward through every layer, the
-        # frozen ones below ``--lora-layers`` included.
-        net.disable_input_require_grads()
+    if cfg.gradient_checkpointing:  # None (SFT's auto) stays off until train_sft decides
+        enable_checkpointing(net)
     return net, tok
+
+
+def enable_checkpointing(net) -> None:
+    """Activation checkpointing on the peft model, unless FSDP checkpoints the layers itself."""
+    if fsdp_checkpoints():
+        return
+    # Non-reentrant checkpointing: works with frozen inputs (no enable_input_require_grads hack),
+    # with DDP's hooks and with torch.compile.
+    # Active only in train mode, so in-loop evaluation and rollouts still generate with a cache.
+    checkpointing(net)
+    # transformers then also makes the input embeddings' output require a gradient, which only
+    # reentrant checkpointing needs; it would push the backward through every layer, the
+    # frozen ones below ``--lora-layers`` included.
+    net.disable_input_require_grads()
 
 
 def checkpointing(net) -> None:

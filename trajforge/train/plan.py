@@ -469,10 +469,16 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
               tokens_per_s: float | None = None, tokens_source: str = "given", samples: int = 1000) -> Plan:
     """The plan for training ``shape`` with ``cfg`` (an ``SFTConfig``) on ``hw``; ``data`` is a
     ``plan_data.DataStats`` (else ``samples`` samples of ``max_len`` tokens are assumed for time)."""
-    from trajforge.train.defaults import derive
+    from trajforge.train.defaults import auto_checkpointing, derive
 
     cfg, derived = derive(cfg, shape.params().total, data.samples if data is not None else samples, hw.gpus)
     notes = [f"derived: {why}" for why in derived.why]
+    if cfg.gradient_checkpointing is None:  # train sft's auto, for the same micro-batches on this hardware
+        memory = hw.gpu_gb * GB if hw.device == "cuda" else host_memory_bytes() / hw.gpus
+        on, why = auto_checkpointing(cfg, shape, data.workloads if data is not None else [settings_workload(cfg)],
+                                     hw.device, memory, hw.gpus)
+        cfg = cfg.model_copy(update={"gradient_checkpointing": on})
+        notes.append(f"derived: {why}")
     if data is not None:
         work = peak_workload(shape, cfg, hw, data.workloads)
         per_epoch = data.tokens + data.replay_tokens

@@ -28,7 +28,7 @@ from trajforge.policies.models import resolve
 from trajforge.schema import Trajectory
 from trajforge.schema.trajectory import OutcomeTier
 from trajforge.harness.demos import Demos
-from trajforge.train.defaults import derive, model_params
+from trajforge.train.defaults import auto_checkpointing, derive, model_params
 from trajforge.train.demos import DemoRule, inherited_demos, sft_demos
 from trajforge.train.inloop import InLoopEval
 from trajforge.train.losses import lm_loss_sum
@@ -57,6 +57,10 @@ class SFTConfig(LoraSettings):
     epochs: float | None = Field(None, gt=0)
     """Passes over the data; None: the fewest whole passes giving 100 optimizer steps at batch 4,
     at most 3 (one from 400 demonstrations on; train/defaults.py)."""
+    gradient_checkpointing: bool | None = None
+    """Recompute each layer's activations in the backward pass instead of keeping them (activation
+    memory falls to one layer's, for more compute and no shared-prefix cache); None: off when the
+    plan says the run fits the device's memory without it, on otherwise (train/defaults.py)."""
     tiers: list[str] = ["success"]
     """Outcome tiers used as demonstrations (``success,recovered``: recovered episodes too, their
     failed and mistaken turns masked: ``Trajectory.turn_learns``)."""
@@ -267,6 +271,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         replay = replay if replay is not None else shared_replay(runtime, net, tok, path, init_adapter)
         samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
     micro = epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
+    if cfg.gradient_checkpointing is None:
+        cfg = settle_checkpointing(cfg, path, samples, micro, runtime, net, derived)
     batches = LoaderBatches(samples, micro, tok.pad_token_id, cfg.grad_accum)
     total = batches.steps(runtime.world)
     if total == 0:  # before anything is written: an adapter of no step is not a result
@@ -320,6 +326,46 @@ def shared_replay(runtime: Runtime, net, tok, path: str, init_adapter: str | Non
     if runtime.is_main:
         runtime.barrier()
     return samples
+
+
+def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro: list[list[int]],
+                         runtime: Runtime, net, derived) -> SFTConfig:
+    """``gradient_checkpointing`` None made concrete by ``defaults.auto_checkpointing`` for this
+    run's micro-batches on this device (the main process decides for all), turned on in ``net``
+    when on (``lora_model`` left it off), and recorded in ``derived``."""
+    from trajforge.train.model import enable_checkpointing
+    from trajforge.train.plan import Workload
+    from trajforge.train.plan_data import micro_batch
+    from trajforge.train.shapes import model_shape
+
+    try:
+        shape = model_shape(path)
+    except ValueError:
+        shape = None
+    shapes = {micro_batch([samples[i] for i in rows]) for rows in micro}
+    work = [Workload(rows=r, width=w, loss_tokens=n, prefix=p, source="data") for r, w, n, p in sorted(shapes)]
+    on, why = auto_checkpointing(cfg, shape, work, runtime.device.type, device_memory_bytes(runtime), runtime.world)
+    on = runtime.decide(on)
+    log.info("derived: %s", why)
+    derived.gradient_checkpointing = on
+    derived.why.append(why)
+    if on:
+        enable_checkpointing(net)
+    return cfg.model_copy(update={"gradient_checkpointing": on})
+
+
+def device_memory_bytes(runtime: Runtime) -> float:
+    """Memory one process may plan for: its GPU's, or this host's shared by its processes (inf: unknown)."""
+    device = runtime.device
+    if device.type == "cuda":
+        import torch
+
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    if device.type == "cpu":
+        from trajforge.train.plan import host_memory_bytes
+
+        return host_memory_bytes() / max(1, runtime.world)
+    return math.inf
 
 
 def share_prefix(cfg: LoraSettings, runtime: Runtime) -> bool:
