@@ -163,3 +163,30 @@ def test_train_sft_decides_checkpointing_for_its_own_micro_batches(tiny_model, e
               progress=False)
     meta = json.loads((tmp_path / "given" / "trajforge_adapter.json").read_text())
     assert meta["derived"]["gradient_checkpointing"] is None and len(calls) == 1
+
+
+def test_a_sharded_run_keeps_checkpointing_whatever_distributed_says(monkeypatch, tiny_model):
+    """Under a user's own FSDP or DeepSpeed accelerate config ``--distributed`` stays ddp; the
+    runtime's type decides."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from trajforge.train.defaults import Derived
+    from trajforge.train.sequences import Sample
+    from trajforge.train.sft import settle_checkpointing
+
+    import trajforge.train.model as model_mod
+
+    calls = []
+    monkeypatch.setattr(model_mod, "enable_checkpointing", calls.append)  # the model here is a stand-in
+    sample = Sample([1] * 40, [0] * 30 + [1] * 10)
+    for kind, expect in (("FSDP", True), ("DEEPSPEED", True), ("NO", False)):
+        runtime = SimpleNamespace(acc=SimpleNamespace(distributed_type=SimpleNamespace(name=kind)),
+                                  device=torch.device("cpu"), world=1, decide=lambda flag: flag)
+        derived = Derived(params=1, sequences_per_epoch=1)
+        net = SimpleNamespace(name=kind)
+        cfg = settle_checkpointing(SFTConfig(), tiny_model, [sample], [[0]], runtime, net, derived)
+        assert cfg.gradient_checkpointing is expect and derived.gradient_checkpointing is expect
+        assert (kind in derived.why[0]) is expect
+    assert [n.name for n in calls] == ["FSDP", "DEEPSPEED"]

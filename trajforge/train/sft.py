@@ -344,7 +344,12 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
         shape = None
     shapes = {micro_batch([samples[i] for i in rows]) for rows in micro}
     work = [Workload(rows=r, width=w, loss_tokens=n, prefix=p, source="data") for r, w, n, p in sorted(shapes)]
-    on, why = auto_checkpointing(cfg, shape, work, runtime.device.type, device_memory_bytes(runtime), runtime.world)
+    sharded = runtime.acc.distributed_type.name
+    if sharded in ("DEEPSPEED", "FSDP"):  # also under a user's own accelerate config, whatever --distributed says
+        on, why = True, f"gradient checkpointing on: {sharded} shards the model (the plan is unchecked there)"
+    else:
+        on, why = auto_checkpointing(cfg, shape, work, runtime.device.type, device_memory_bytes(runtime),
+                                     runtime.world)
     on = runtime.decide(on)
     log.info("derived: %s", why)
     derived.gradient_checkpointing = on
