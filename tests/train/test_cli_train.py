@@ -71,6 +71,8 @@ def test_max_len_skips_whole_samples_counts_and_prints_them(tiny_model, expert_t
                               "--grad-accum", "1", "--replay-share", "0", "--max-len", str(limit)])
     assert res.exit_code == 0, res.output
     assert f"'too_long': {over}" in res.output  # printed with the result line
+    # The result line marks what was derived (the lr here) and not what was given (the batch).
+    assert "at lr 0.001 (derived), effective batch 2," in " ".join(res.output.split())
     meta = json.loads((tmp_path / "a" / "trajforge_adapter.json").read_text())["result"]
     assert meta["skipped"]["too_long"] == over and meta["samples"] == len(sizes) - over
 

@@ -131,9 +131,9 @@ def sft(cfg: SFTConfig = None, data: Path = typer.Option(..., help="store of gra
     res = _guard(lambda: train_sft(_trajectories(data), model, out, cfg, resume=resume,
                                    evaluator=_evaluator(eval_tasks, cfg.eval_every, model, eval_split)))
     skipped = f"; skipped {res.skipped}" if res.skipped else ""
-    derived = " (derived)" if cfg.lr is None or cfg.grad_accum is None else ""
+    lr_note, batch_note = (" (derived)" if value is None else "" for value in (cfg.lr, cfg.grad_accum))
     console.print(f"adapter saved to {res.adapter_dir}: {res.samples} samples, {res.steps} steps at lr "
-                  f"{res.lr:.2g}, effective batch {res.effective_batch}{derived}, {res.tokens} tokens in "
+                  f"{res.lr:.2g}{lr_note}, effective batch {res.effective_batch}{batch_note}, {res.tokens} tokens in "
                   f"{res.seconds:.0f}s, final loss {res.losses[-1]:.3f}, peak memory {res.peak_memory_gb:.2f} GB{skipped}")
 
 
