@@ -94,15 +94,19 @@ def read_data(store: str | Path, model: str, cfg) -> DataStats:
     rows = epoch_rows(samples, min(cfg.epochs, 1.0), cfg.batch_size, cfg.seed)
     if cfg.max_steps > 0:  # a short run meets only its first micro-batches (one process)
         rows = rows[: cfg.max_steps * cfg.grad_accum]
-    shapes = {micro_batch([samples[i] for i in r]) for r in rows}
     return DataStats(
         store=str(store), trajectories=len(trajs), samples=n_task, skipped=skipped,
         tokens=sum(len(s.input_ids) for s in samples[:n_task]),
         loss_tokens=sum(sum(s.loss_mask[1:]) for s in samples[:n_task]),
         longest=max(len(s.input_ids) for s in samples[:n_task]), replay_samples=replay,
         replay_tokens=replay_tokens, replay_cached=bool(cached), tokenizer=folder,
-        workloads=[Workload(rows=r, width=w, loss_tokens=n, prefix=p, source="data")
-                   for r, w, n, p in sorted(shapes)])
+        workloads=data_workloads(samples, rows))
+
+
+def data_workloads(samples, rows: list[list[int]]) -> list[Workload]:
+    """The distinct micro-batch shapes of ``rows`` (lists of indices into ``samples``)."""
+    shapes = {micro_batch([samples[i] for i in r]) for r in rows}
+    return [Workload(rows=r, width=w, loss_tokens=n, prefix=p, source="data") for r, w, n, p in sorted(shapes)]
 
 
 def cached_replay_samples(model: str, tok):

@@ -334,16 +334,16 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
     run's micro-batches on this device (the main process decides for all), turned on in ``net``
     when on (``lora_model`` left it off), and recorded in ``derived``."""
     from trajforge.train.model import enable_checkpointing
-    from trajforge.train.plan import Workload
-    from trajforge.train.plan_data import micro_batch
+    from trajforge.train.plan_data import data_workloads
     from trajforge.train.shapes import model_shape
 
     try:
         shape = model_shape(path)
     except ValueError:
         shape = None
-    shapes = {micro_batch([samples[i] for i in rows]) for rows in micro}
-    work = [Workload(rows=r, width=w, loss_tokens=n, prefix=p, source="data") for r, w, n, p in sorted(shapes)]
+    if cfg.max_steps > 0:  # a short run meets only its first micro-batches (as trajforge plan assumes)
+        micro = micro[: cfg.max_steps * cfg.grad_accum * runtime.world]
+    work = data_workloads(samples, micro)
     sharded = runtime.acc.distributed_type.name
     if sharded in ("DEEPSPEED", "FSDP"):  # also under a user's own accelerate config, whatever --distributed says
         on, why = True, f"gradient checkpointing on: {sharded} shards the model (the plan is unchecked there)"
