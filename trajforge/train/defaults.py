@@ -29,7 +29,8 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
 
 - **Gradient checkpointing** (``auto_checkpointing``): off when ``trajforge plan``'s peak for the
   run's widest micro-batch without it stays within ``CHECKPOINT_HEADROOM`` of the device's memory
-  (one GPU's, or this host's shared by the processes on it), on otherwise — and always on for a
+  (a GPU's free memory plus what the run holds there, or this host's shared by its processes;
+  ``trajforge plan`` takes ``--gpu-gb``), on otherwise — and always on for a
   quantized base and under DeepSpeed or FSDP, where the plan is not checked against measured
   peaks and memory is why those were chosen. Recomputing every layer in the backward pass is pure
   cost when the activations fit, and more than the ~30% usually quoted here: it also turns off the

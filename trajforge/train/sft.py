@@ -360,12 +360,15 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
 
 
 def device_memory_bytes(runtime: Runtime) -> float:
-    """Memory one process may plan for: its GPU's, or this host's shared by its processes (inf: unknown)."""
+    """Memory one process may plan for: what its GPU has free plus what this process already holds
+    there (another process on the card — a vLLM server — keeps its share), or this host's memory
+    shared by its processes (inf: unknown)."""
     device = runtime.device
     if device.type == "cuda":
         import torch
 
-        return float(torch.cuda.get_device_properties(device).total_memory)
+        free, _ = torch.cuda.mem_get_info(device)
+        return float(free + torch.cuda.memory_reserved(device))
     if device.type == "cpu":
         from trajforge.train.plan import host_memory_bytes
 
