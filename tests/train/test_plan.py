@@ -288,3 +288,15 @@ def test_a_broken_config_json_is_an_error_naming_the_file_and_field(tmp_path, co
     res = CliRunner().invoke(app, ["plan", "--model", str(tmp_path), "--device", "cpu"])
     assert res.exit_code == 2, res.output
     assert str(tmp_path / "config.json") in res.output and names in res.output
+
+
+def test_cpu_time_is_estimated_at_the_dtypes_measured_rate():
+    """bf16 under AMX sustains ~4× fp32's FLOP/s on this CPU; one constant for both was 4× off."""
+    from trajforge.train.plan import CPU_TRAIN_FLOPS
+
+    bf16, fp32 = (_plan("--model", "smollm2-135m", "--device", "cpu", "--dtype", d, "--gradient-checkpointing")["time"]
+                  for d in ("bfloat16", "float32"))
+    assert bf16["flops_per_token"] == fp32["flops_per_token"]
+    assert bf16["tokens_per_s"] / fp32["tokens_per_s"] == pytest.approx(
+        CPU_TRAIN_FLOPS["bfloat16"] / CPU_TRAIN_FLOPS["float32"], rel=0.01)
+    assert "bfloat16" in bf16["tokens_per_s_source"] and "float32" in fp32["tokens_per_s_source"]
