@@ -150,12 +150,10 @@ def auto_checkpointing(cfg, shape, workloads: list, device: str, memory_bytes: f
     off = cfg.model_copy(update={"gradient_checkpointing": False})
     hw = Hardware(device=device, gpus=processes if device == "cuda" else 1, gpu_gb=memory_bytes / GB)
     peak = train_memory(shape, off, hw, peak_workload(shape, off, hw, workloads)).total_gb
-    budget = CHECKPOINT_HEADROOM * memory_bytes / GB
-    if peak <= budget:
-        return False, (f"gradient checkpointing off: the plan's peak without it is {peak:.1f} GB, within "
-                       f"{CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one {device} process")
-    return True, (f"gradient checkpointing on: the plan's peak without it is {peak:.1f} GB, over "
-                  f"{CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one {device} process")
+    fits = peak <= CHECKPOINT_HEADROOM * memory_bytes / GB
+    return not fits, (f"gradient checkpointing {'off' if fits else 'on'}: the plan's peak without it is "
+                      f"{peak:.1f} GB, {'within' if fits else 'over'} {CHECKPOINT_HEADROOM:.0%} of the "
+                      f"{memory_bytes / GB:.1f} GB of one {device} process")
 
 
 def model_params(model: str, net=None) -> int:

@@ -326,6 +326,11 @@ def peak_workload(shape: Shape, cfg, hw: Hardware, workloads: list[Workload]) ->
     return max(workloads, key=lambda w: sum(activation_peak(shape, cfg, w, s, hw.device)))
 
 
+def host_share_bytes(processes: int) -> float:
+    """One of ``processes`` training processes' share of this host's memory (auto checkpointing's budget on a CPU)."""
+    return host_memory_bytes() / max(1, processes)
+
+
 def host_memory_bytes() -> float:
     """This machine's memory (MemTotal), or infinity where /proc/meminfo cannot be read."""
     try:
@@ -479,7 +484,7 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
     cfg, derived = derive(cfg, shape.params().total, data.samples if data is not None else samples, hw.gpus)
     notes = [f"derived: {why}" for why in derived.why]
     if cfg.gradient_checkpointing is None:  # train sft's auto, for the same micro-batches on this hardware
-        memory = hw.gpu_gb * GB if hw.device == "cuda" else host_memory_bytes() / hw.gpus
+        memory = hw.gpu_gb * GB if hw.device == "cuda" else host_share_bytes(hw.gpus)
         on, why = auto_checkpointing(cfg, shape, data.workloads if data is not None else [settings_workload(cfg)],
                                      hw.device, memory, hw.gpus)
         cfg = cfg.model_copy(update={"gradient_checkpointing": on})

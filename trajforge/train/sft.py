@@ -370,9 +370,9 @@ def device_memory_bytes(runtime: Runtime) -> float:
         free, _ = torch.cuda.mem_get_info(device)
         return float(free + torch.cuda.memory_reserved(device))
     if device.type == "cpu":
-        from trajforge.train.plan import host_memory_bytes
+        from trajforge.train.plan import host_share_bytes
 
-        return host_memory_bytes() / max(1, runtime.world)
+        return host_share_bytes(runtime.world)
     return math.inf
 
 
