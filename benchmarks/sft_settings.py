@@ -4,14 +4,18 @@
         [--arms defaults,no-ckpt,no-ckpt-b4,no-ckpt-b4-d0] [--json out.json]
 
 Every arm trains the embedded model on the same store with the same optimizer-step batch (4
-sequences), so a step is the same amount of learning and only its cost differs:
+sequences, or 16 for the ``mb`` arms), so a step is the same amount of learning and only its cost
+differs:
 
 - ``defaults``: the library's settings for a 4-sequence step (micro-batch 2 × accumulation 2,
   gradient checkpointing on, LoRA dropout 0.05);
 - ``no-ckpt``: the same without gradient checkpointing (the shared-prefix cache then runs too);
 - ``no-ckpt-b4``: and one micro-batch of 4 (the prefix is shared by 4 rows instead of 2);
 - ``no-ckpt-b4-d0``: and LoRA dropout 0 (the demo's settings);
-- ``auto``: nothing set but the batch: whatever ``train sft`` derives.
+- ``auto``: nothing set but the batch: whatever ``train sft`` derives;
+- ``mb4x4``, ``mb8x2``, ``mb16x1``: a 16-sequence step in micro-batches of 4, 8 or 16 (checkpointing
+  off), to see what the micro-batch alone costs (compare them with each other, not with the
+  4-sequence arms).
 
 Each arm runs twice, for the two step counts of ``--steps`` (setup — model load, tokenising, the
 first steps' warm-up — is in both and cancels): seconds per step = (t_long − t_short) /
@@ -32,6 +36,11 @@ ARMS = {
     "no-ckpt-b4": {"batch_size": 4, "grad_accum": 1, "gradient_checkpointing": False},
     "no-ckpt-b4-d0": {"batch_size": 4, "grad_accum": 1, "gradient_checkpointing": False, "dropout": 0.0},
     "auto": {},
+    # A 16-sequence step (a store of a few thousand demonstrations derives 32) cut into micro-batches
+    # of 4, 8 or 16: what the micro-batch alone costs on this device, checkpointing off.
+    "mb4x4": {"batch_size": 4, "grad_accum": 4, "gradient_checkpointing": False},
+    "mb8x2": {"batch_size": 8, "grad_accum": 2, "gradient_checkpointing": False},
+    "mb16x1": {"batch_size": 16, "grad_accum": 1, "gradient_checkpointing": False},
 }
 
 
@@ -53,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--data", required=True, help="a trajectory store (e.g. runs/demo/train_store)")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--steps", default="4,16", help="short,long optimizer-step counts")
-    ap.add_argument("--arms", default=",".join(a for a in ARMS if a != "auto"))
+    ap.add_argument("--arms", default="defaults,no-ckpt,no-ckpt-b4,no-ckpt-b4-d0")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     from trajforge.store import TrajectoryStore

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from trajforge.train.defaults import (CHECKPOINT_HEADROOM, MAX_EPOCHS, MIN_STEPS, auto_batch, auto_checkpointing,
-                                      auto_epochs, auto_lr, derive, model_params)
+from trajforge.train.defaults import (CHECKPOINT_HEADROOM, MAX_EPOCHS, MICRO_BATCH_FALLBACK, MIN_STEPS, Derived,
+                                      auto_batch, auto_checkpointing, auto_epochs, auto_lr, auto_micro_batch, derive,
+                                      model_params, planned_peak_gb, settle_micro_batch)
 from trajforge.train.plan import GB, Hardware, Workload, train_memory
 from trajforge.train.shapes import model_shape
 from trajforge.train.sft import SFTConfig, train_sft
@@ -18,19 +19,22 @@ SMOLLM2_135M = 134_515_008
 
 
 def test_a_7b_lora_on_a_few_thousand_demonstrations_gets_the_seeds_values():
-    cfg, why = derive(SFTConfig(), QWEN_7B, demonstrations=4000, world=1)
+    cfg, why = derive(SFTConfig(batch_size=2), QWEN_7B, demonstrations=4000, world=1)
     assert cfg.lr == pytest.approx(2e-4, rel=0.05) and cfg.r == 32
     assert cfg.batch_size * cfg.grad_accum == 32
     # Eight GPUs reach the same 32 with less accumulation.
-    eight, _ = derive(SFTConfig(), QWEN_7B, demonstrations=4000, world=8)
+    eight, _ = derive(SFTConfig(batch_size=2), QWEN_7B, demonstrations=4000, world=8)
     assert eight.batch_size * eight.grad_accum * 8 == 32 and eight.grad_accum == 2
     assert len(why.why) == 3 and why.effective_batch == 32 and why.epochs == 1
+    # With the micro-batch derived too, both wait for the device's memory: 32 is the target.
+    auto, record = derive(SFTConfig(), QWEN_7B, demonstrations=4000, world=1)
+    assert (auto.batch_size, auto.grad_accum, record.effective_batch) == (None, None, 32)
 
 
 def test_the_embedded_model_on_the_demos_data_gets_the_demos_recipe():
     """182 demonstrations (the demo's train split): lr 1e-3 and batch 4, what the demo's tuned
     recipe uses, instead of the 7B values that left it at 10% held-out."""
-    cfg, why = derive(SFTConfig(), SMOLLM2_135M, demonstrations=182, world=1)
+    cfg, why = derive(SFTConfig(batch_size=2), SMOLLM2_135M, demonstrations=182, world=1)
     assert cfg.lr == pytest.approx(1e-3)
     assert cfg.batch_size * cfg.grad_accum == 4
     steps = why.sequences_per_epoch * cfg.epochs / 4
@@ -41,14 +45,14 @@ def test_the_demos_pool_gets_one_pass_at_batch_4_the_demos_recipe():
     """603 demonstrations (the demo's pool since stop 51): one pass at batch 4, 151 steps, which is
     what the demo trains with; a small store gets more passes until it has its hundred steps."""
     cfg, why = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=603)
-    assert (cfg.epochs, cfg.batch_size * cfg.grad_accum, cfg.lr) == (1, 4, pytest.approx(1e-3))
+    assert (cfg.epochs, why.effective_batch, cfg.lr) == (1, 4, pytest.approx(1e-3))
     assert why.epochs == 1 and any(line.startswith("epochs 1") for line in why.why)
-    small, _ = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=182)
-    assert small.epochs == 3 and 182 * 3 / (small.batch_size * small.grad_accum) >= MIN_STEPS
+    small, record = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=182)
+    assert small.epochs == 3 and 182 * 3 / record.effective_batch >= MIN_STEPS
     tiny, _ = derive(SFTConfig(replay_share=0.0), SMOLLM2_135M, demonstrations=20)
     assert tiny.epochs == MAX_EPOCHS  # capped: not 20 passes of memorising 20 demonstrations
-    big, _ = derive(SFTConfig(replay_share=0.0), QWEN_7B, demonstrations=4000)
-    assert big.epochs == 1 and big.batch_size * big.grad_accum == 32
+    big, record = derive(SFTConfig(replay_share=0.0), QWEN_7B, demonstrations=4000)
+    assert big.epochs == 1 and record.effective_batch == 32
 
 
 def test_the_rule_is_monotone_and_bounded():
@@ -63,8 +67,11 @@ def test_the_rule_is_monotone_and_bounded():
 
 
 def test_a_given_value_wins_and_nothing_is_recorded_for_it():
-    cfg, why = derive(SFTConfig(lr=3e-5, grad_accum=3, epochs=2.5), SMOLLM2_135M, demonstrations=182)
+    cfg, why = derive(SFTConfig(lr=3e-5, batch_size=2, grad_accum=3, epochs=2.5), SMOLLM2_135M, demonstrations=182)
     assert (cfg.lr, cfg.grad_accum, cfg.epochs) == (3e-5, 3, 2.5) and why.why == []
+    # A given accumulation without a micro-batch: the effective batch is the user's, the micro-batch the old 2.
+    cfg, why = derive(SFTConfig(grad_accum=3), SMOLLM2_135M, demonstrations=182)
+    assert (cfg.batch_size, cfg.grad_accum) == (MICRO_BATCH_FALLBACK, 3) and "was given" in why.why[-1]
 
 
 def test_model_params_reads_the_shape_without_weights():
@@ -77,6 +84,9 @@ def test_train_sft_without_tuning_flags_records_what_it_derived(tiny_model, expe
     meta = json.loads((tmp_path / "a" / "trajforge_adapter.json").read_text())
     assert meta["config"]["lr"] == res.lr == pytest.approx(1e-3)  # the tiny model is far below 135M
     assert meta["config"]["grad_accum"] * meta["config"]["batch_size"] == res.effective_batch == 4
+    # The micro-batch too: all four sequences in one pass, which the plan fits easily here.
+    assert (meta["config"]["batch_size"], meta["derived"]["batch_size"]) == (4, 4)
+    assert any(line.startswith("micro-batch 4: the largest power of two ≤ 4") for line in meta["derived"]["why"])
     assert meta["derived"]["params"] == model_params(tiny_model)
     assert any(line.startswith("lr ") for line in meta["derived"]["why"])
 
@@ -190,3 +200,62 @@ def test_a_sharded_run_keeps_checkpointing_whatever_distributed_says(monkeypatch
         assert cfg.gradient_checkpointing is expect and derived.gradient_checkpointing is expect
         assert (kind in derived.why[0]) is expect
     assert [n.name for n in calls] == ["FSDP", "DEEPSPEED"]
+
+
+# ---- micro-batch: auto --------------------------------------------------------------------------------
+
+def _rows(width: int):
+    return lambda m: [Workload(rows=m, width=width, loss_tokens=m * width // 4, source="data")]
+
+
+def test_the_micro_batch_is_the_largest_power_of_two_the_plan_fits_without_checkpointing(monkeypatch):
+    """A 0.5B model at 4096 tokens: on an 80 GB card without checkpointing 4 rows fit and 8 do not;
+    on 24 GB only 2 do; on 8 GB none does, so checkpointing goes on and the micro-batch is what fits with it."""
+    monkeypatch.delenv("TRAJFORGE_DTYPE")  # bf16, as on a GPU (training tests here run in fp32)
+    shape, cfg = model_shape("qwen2.5-0.5b"), SFTConfig()
+    peak = {m: planned_peak_gb(cfg, shape, _rows(4096)(m), "cuda", 80 * GB, 1, False) for m in (1, 2, 4, 8, 16)}
+    assert peak[4] <= CHECKPOINT_HEADROOM * 80 < peak[8]  # the premise, from the plan itself
+    m, why = auto_micro_batch(cfg, shape, _rows(4096), "cuda", 80 * GB, 1, per_process=32)
+    assert m == 4 and "without checkpointing" in why and f"({peak[4]:.1f} GB)" in why
+    assert auto_micro_batch(cfg, shape, _rows(4096), "cuda", 80 * GB, 1, per_process=2)[0] == 2  # never past its share
+    assert peak[2] <= CHECKPOINT_HEADROOM * 24 < peak[4]
+    assert auto_micro_batch(cfg, shape, _rows(4096), "cuda", 24 * GB, 1, per_process=32)[0] == 2
+    assert peak[1] > CHECKPOINT_HEADROOM * 8
+    m, why = auto_micro_batch(cfg, shape, _rows(4096), "cuda", 8 * GB, 1, per_process=32)
+    assert m >= 1 and "with checkpointing" in why
+    assert planned_peak_gb(cfg, shape, _rows(4096)(m), "cuda", 8 * GB, 1, True) <= CHECKPOINT_HEADROOM * 8
+    # Checkpointing given: the micro-batch is sized with the setting given.
+    given = cfg.model_copy(update={"gradient_checkpointing": True})
+    assert auto_micro_batch(given, shape, _rows(4096), "cuda", 80 * GB, 1, 32)[0] == 32
+
+
+def test_without_a_plan_the_micro_batch_is_the_old_default():
+    m, why = auto_micro_batch(SFTConfig(), None, _rows(512), "cpu", 1e12, 1, per_process=8)
+    assert m == MICRO_BATCH_FALLBACK and "no memory plan" in why
+    assert auto_micro_batch(SFTConfig(), model_shape("qwen2.5-0.5b"), _rows(512), "mps", 1e12, 1, 8)[0] == 2
+    assert auto_micro_batch(SFTConfig(), None, _rows(512), "cpu", 1e12, 1, per_process=1)[0] == 1
+
+
+def test_settle_makes_up_the_effective_batch_by_accumulation(monkeypatch):
+    monkeypatch.delenv("TRAJFORGE_DTYPE")
+    derived = Derived(params=1, sequences_per_epoch=4000, effective_batch=32)
+    cfg = settle_micro_batch(SFTConfig(), derived, model_shape("qwen2.5-0.5b"), _rows(4096), "cuda", 80 * GB)
+    assert (cfg.batch_size, cfg.grad_accum) == (4, 8) and derived.effective_batch == 32
+    assert (derived.batch_size, derived.grad_accum) == (4, 8) and derived.why[-1].endswith("effective batch 32")
+    # Sixteen processes: each takes 2 of the 32 in one pass.
+    derived = Derived(params=1, sequences_per_epoch=4000, effective_batch=32)
+    cfg = settle_micro_batch(SFTConfig(), derived, model_shape("qwen2.5-0.5b"), _rows(4096), "cuda", 80 * GB, 16)
+    assert (cfg.batch_size, cfg.grad_accum, derived.effective_batch) == (2, 1, 32)
+
+
+def test_train_sft_sizes_its_micro_batch_for_its_device(tiny_model, expert_trajs, tmp_path, monkeypatch):
+    """On a device of 10 MB nothing fits: one sequence per pass, checkpointed, four accumulated."""
+    import trajforge.train.sft as sft_mod
+
+    monkeypatch.setattr(sft_mod, "device_memory_bytes", lambda runtime: 1e7)
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "tight", SFTConfig(max_steps=1, r=4, replay_share=0.0),
+              progress=False)
+    meta = json.loads((tmp_path / "tight" / "trajforge_adapter.json").read_text())
+    config = meta["config"]
+    assert (config["batch_size"], config["grad_accum"], config["gradient_checkpointing"]) == (1, 4, True)
+    assert any(line.startswith("micro-batch 1: even one sequence with checkpointing is planned") for line in meta["derived"]["why"])

@@ -123,10 +123,13 @@ def test_defaults_are_train_sfts():
     assert check_defaults(plan_command) == []
     planned = _plan("--model", "qwen2.5-0.5b", "--device", "cuda", "--gpu-gb", "24")
     settings = planned["settings"]
-    # grad_accum, epochs and checkpointing are derived (train/defaults.py): 1000 samples → one pass
-    # at batch 8; 2 × 4096 tokens without checkpointing plan to 19.0 GB, within 80% of 24 GB.
+    # batch_size, grad_accum, epochs and checkpointing are derived (train/defaults.py): 1000 samples
+    # → one pass at batch 8; 2 × 4096 tokens without checkpointing plan to 19.0 GB, within 80% of
+    # 24 GB (4 × 4096 do not), so micro-batches of 2, four of them a step.
     assert settings == {k: field_default(SFTConfig, k) for k in PLANNED_SETTINGS} | {
-        "grad_accum": 4, "epochs": 1, "gradient_checkpointing": False}
+        "batch_size": 2, "grad_accum": 4, "epochs": 1, "gradient_checkpointing": False}
+    assert any(note.startswith("derived: micro-batch 2: the largest power of two ≤ 8 whose planned peak without "
+                               "checkpointing (19.0 GB)") for note in planned["notes"])
     assert any(note.startswith("derived: effective batch 8") for note in planned["notes"])
     assert any(note.startswith("derived: gradient checkpointing off: the plan's peak without it is 19.0 GB")
                for note in planned["notes"])

@@ -121,15 +121,20 @@ def plan(cfg: SFTConfig = None,
         shape = model_shape(model)
         # Derived here from the store's demonstrations, exactly as train sft derives them.
         cfg, derived = derive(cfg, shape.params().total, _demonstrations(data, cfg) if data else samples, gpus)
+        hw = Hardware(device=device, gpus=gpus, gpu_gb=gpu_gb or detected_gpu_gb() or GPU_GB)
         stats = None
-        if data is not None:
+        if data is not None:  # its micro-batches, a derived micro-batch settled for hw as train sft settles it
             from trajforge.train.plan_data import read_data
 
-            stats = read_data(data, model, cfg)
+            stats = read_data(data, model, cfg, hw, derived)
+            cfg = cfg.model_copy(update={"batch_size": stats.batch_size, "grad_accum": stats.grad_accum})
+        elif cfg.batch_size is None:
+            from trajforge.train.plan_data import settle_for
+
+            cfg = settle_for(cfg, derived, shape, hw)
         source = "given"
         if calibrate:
             tokens_per_s, source = _calibrated(model, data, cfg, device), f"calibrated on {device} here"
-        hw = Hardware(device=device, gpus=gpus, gpu_gb=gpu_gb or detected_gpu_gb() or GPU_GB)
         result = make_plan(shape, cfg, hw, stats, serve_max_len, serve_concurrency, price_per_hour,
                            tokens_per_s, source, samples)
         result.notes = [f"derived: {why}" for why in derived.why] + result.notes

@@ -142,8 +142,14 @@ def _settled(cfg: SFTConfig, data: Path, model: str, processes: int) -> SFTConfi
     config written for the processes needs the accumulation. Each process derives the same values
     again from the same store and model, and records why in the adapter."""
     from trajforge.train.distributed import launched
+    from trajforge.train.defaults import MICRO_BATCH_FALLBACK
 
-    if processes <= 1 or launched() or None not in (cfg.lr, cfg.grad_accum, cfg.epochs):
+    if processes <= 1 or launched():
+        return cfg
+    if cfg.batch_size is None and cfg.distributed != "ddp":  # the DeepSpeed config fixes the micro-batch
+        # before the processes see their devices: the plan cannot size it (DDP processes settle their own)
+        cfg = cfg.model_copy(update={"batch_size": MICRO_BATCH_FALLBACK})
+    if None not in (cfg.lr, cfg.grad_accum, cfg.epochs) or cfg.batch_size is None:
         return cfg
     from trajforge.policies.models import resolve
     from trajforge.train.defaults import derive, model_params

@@ -59,6 +59,10 @@ CHECKPOINT_HEADROOM = 0.8
 """Share of the device's memory a run without checkpointing may be planned to peak at. The plan is
 within 5% of measured peaks on this CPU and 0.4% on an H200 (README, "Memory and time"); the rest
 is for what the plan does not see (other tensors, fragmentation)."""
+MICRO_BATCH_FALLBACK = 2
+"""The micro-batch where no plan sizes one: a model of unknown shape, a device the plan has no
+budget for (MPS), a sharded run (its DeepSpeed config is written before its processes see their
+devices), or a run whose ``grad_accum`` was given (the effective batch is then the user's)."""
 MAX_EPOCHS = 3
 """Passes a tiny store may get to reach ``MIN_STEPS``; more memorise it (doctor names 4 passes over
 fewer than 500 samples as memorising)."""
@@ -70,6 +74,7 @@ class Derived(BaseModel):
     lr: float | None = None
     epochs: int | None = None
     effective_batch: int | None = None
+    batch_size: int | None = None
     grad_accum: int | None = None
     gradient_checkpointing: bool | None = None
     params: int
@@ -103,7 +108,8 @@ def sequences_per_epoch(demonstrations: int, replay_share: float) -> int:
 
 def derive(cfg, params: int, demonstrations: int, world: int = 1):
     """``cfg`` with ``lr``, ``epochs`` and ``grad_accum`` filled in where they are None, and the record
-    of why.
+    of why. A ``batch_size`` left None as well keeps both None here, the effective batch recorded:
+    the micro-batch needs the run's samples and the device's memory (``settle_micro_batch``).
 
     ``cfg``: an SFTConfig (any config with ``lr``, ``grad_accum``, ``batch_size``, ``epochs`` and
     ``replay_share``). ``params``: the base model's parameter count. ``demonstrations``: the
@@ -121,16 +127,47 @@ def derive(cfg, params: int, demonstrations: int, world: int = 1):
         record.why.append(f"epochs {record.epochs}: fewest passes over {seqs} sequences giving ≥ {MIN_STEPS} "
                           f"steps at batch {MIN_BATCH}, at most {MAX_EPOCHS}")
     epochs = update.get("epochs", cfg.epochs)
+    if cfg.batch_size is None and cfg.grad_accum is not None:
+        update["batch_size"] = record.batch_size = MICRO_BATCH_FALLBACK
+        record.why.append(f"micro-batch {MICRO_BATCH_FALLBACK}: --grad-accum {cfg.grad_accum} was given, so the "
+                          f"effective batch is yours")
     if cfg.grad_accum is None:
-        per_pass = cfg.batch_size * world
         target = auto_batch(seqs * epochs)
-        update["grad_accum"] = record.grad_accum = max(1, round(target / per_pass))
-        record.effective_batch = record.grad_accum * per_pass
-        record.why.append(f"effective batch {record.effective_batch} (target {target}: largest power of two "
-                          f"≤ {TARGET_BATCH} leaving ≥ {MIN_STEPS} steps over {seqs} sequences × "
-                          f"{epochs:g} epochs) = batch {cfg.batch_size} × {world} process(es) × "
-                          f"grad_accum {record.grad_accum}")
+        reason = (f"(target {target}: largest power of two ≤ {TARGET_BATCH} leaving ≥ {MIN_STEPS} steps over "
+                  f"{seqs} sequences × {epochs:g} epochs)")
+        if cfg.batch_size is None:  # the micro-batch and its accumulation are settled against the
+            # device's memory once the run's samples exist (settle_micro_batch)
+            record.effective_batch = target
+            record.why.append(f"effective batch {target} {reason}")
+        else:
+            per_pass = cfg.batch_size * world
+            update["grad_accum"] = record.grad_accum = max(1, round(target / per_pass))
+            record.effective_batch = record.grad_accum * per_pass
+            record.why.append(f"effective batch {record.effective_batch} {reason} = batch {cfg.batch_size} × "
+                              f"{world} process(es) × grad_accum {record.grad_accum}")
     return cfg.model_copy(update=update), record
+
+
+def forced_checkpointing(cfg, shape, device: str, memory_bytes: float, processes: int = 1) -> str | None:
+    """Why checkpointing is on whatever the plan says (a quantized base, a sharded run, no plan for
+    this model or device), else None."""
+    if cfg.load_in != "none":
+        return f"gradient checkpointing on: a {cfg.load_in} base is loaded to save memory"
+    if processes > 1 and cfg.distributed != "ddp":
+        return f"gradient checkpointing on: --distributed {cfg.distributed} (sharded; the plan is unchecked there)"
+    if shape is None or device not in ("cpu", "cuda") or not math.isfinite(memory_bytes):
+        return "gradient checkpointing on: no memory plan for this model or device"
+    return None
+
+
+def planned_peak_gb(cfg, shape, workloads: list, device: str, memory_bytes: float, processes: int,
+                    checkpointing: bool) -> float:
+    """``plan.train_memory``'s peak (GB) for the widest of ``workloads`` with checkpointing on or off."""
+    from trajforge.train.plan import GB, Hardware, peak_workload, train_memory
+
+    cfg = cfg.model_copy(update={"gradient_checkpointing": checkpointing})
+    hw = Hardware(device=device, gpus=processes if device == "cuda" else 1, gpu_gb=memory_bytes / GB)
+    return train_memory(shape, cfg, hw, peak_workload(shape, cfg, hw, workloads)).total_gb
 
 
 def auto_checkpointing(cfg, shape, workloads: list, device: str, memory_bytes: float, processes: int = 1
@@ -139,21 +176,62 @@ def auto_checkpointing(cfg, shape, workloads: list, device: str, memory_bytes: f
     peak without it (``plan.train_memory`` for the widest of ``workloads``, plan.Workload) fits
     ``CHECKPOINT_HEADROOM × memory_bytes`` (one device's memory: a GPU's, or the host's share of one
     of its ``processes``). ``shape``: the model's ``shapes.Shape``, None when unknown (then on)."""
-    from trajforge.train.plan import GB, Hardware, peak_workload, train_memory
+    from trajforge.train.plan import GB
 
-    if cfg.load_in != "none":
-        return True, f"gradient checkpointing on: a {cfg.load_in} base is loaded to save memory"
-    if processes > 1 and cfg.distributed != "ddp":
-        return True, f"gradient checkpointing on: --distributed {cfg.distributed} (sharded; the plan is unchecked there)"
-    if shape is None or device not in ("cpu", "cuda") or not workloads or not math.isfinite(memory_bytes):
-        return True, "gradient checkpointing on: no memory plan for this model or device"
-    off = cfg.model_copy(update={"gradient_checkpointing": False})
-    hw = Hardware(device=device, gpus=processes if device == "cuda" else 1, gpu_gb=memory_bytes / GB)
-    peak = train_memory(shape, off, hw, peak_workload(shape, off, hw, workloads)).total_gb
+    forced = forced_checkpointing(cfg, shape, device, memory_bytes, processes) if workloads else \
+        "gradient checkpointing on: no memory plan for this model or device"
+    if forced:
+        return True, forced
+    peak = planned_peak_gb(cfg, shape, workloads, device, memory_bytes, processes, checkpointing=False)
     fits = peak <= CHECKPOINT_HEADROOM * memory_bytes / GB
     return not fits, (f"gradient checkpointing {'off' if fits else 'on'}: the plan's peak without it is "
                       f"{peak:.1f} GB, {'within' if fits else 'over'} {CHECKPOINT_HEADROOM:.0%} of the "
                       f"{memory_bytes / GB:.1f} GB of one {device} process")
+
+
+def auto_micro_batch(cfg, shape, workloads_for, device: str, memory_bytes: float, processes: int,
+                     per_process: int) -> tuple[int, str]:
+    """(micro-batch, why): the largest power of two ≤ ``per_process`` (the effective batch's share
+    of one process) whose planned peak fits ``CHECKPOINT_HEADROOM`` of one device's memory —
+    without checkpointing if any does (when ``cfg`` leaves it to derive), else with it.
+    ``workloads_for(m)``: the run's micro-batch shapes at micro-batch ``m`` (plan.Workload)."""
+    from trajforge.train.plan import GB
+
+    candidates = [1 << k for k in range(max(0, per_process).bit_length() - 1, -1, -1)] or [1]
+    forced = forced_checkpointing(cfg, shape, device, memory_bytes, processes)
+    if forced and "no memory plan" in forced:
+        m = min(MICRO_BATCH_FALLBACK, candidates[0])
+        return m, f"micro-batch {m}: no memory plan for this model or device"
+    if cfg.gradient_checkpointing is not None:
+        modes = [cfg.gradient_checkpointing]
+    else:
+        modes = [True] if forced else [False, True]
+    budget = CHECKPOINT_HEADROOM * memory_bytes / GB
+    for checkpointing in modes:
+        for m in candidates:
+            peak = planned_peak_gb(cfg, shape, workloads_for(m), device, memory_bytes, processes, checkpointing)
+            if peak <= budget:
+                return m, (f"micro-batch {m}: the largest power of two ≤ {candidates[0]} whose planned peak "
+                           f"{'with' if checkpointing else 'without'} checkpointing ({peak:.1f} GB) fits "
+                           f"{CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one {device} process")
+    peak = planned_peak_gb(cfg, shape, workloads_for(1), device, memory_bytes, processes, modes[-1])
+    return 1, (f"micro-batch 1: even one sequence {'with' if modes[-1] else 'without'} checkpointing is planned "
+               f"at {peak:.1f} GB, over {CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one "
+               f"{device} process")
+
+
+def settle_micro_batch(cfg, derived: Derived, shape, workloads_for, device: str, memory_bytes: float,
+                       processes: int = 1):
+    """``cfg`` with ``batch_size`` (None: derived) and the ``grad_accum`` that reaches the derived
+    effective batch made concrete by ``auto_micro_batch``; recorded in ``derived``."""
+    target = derived.effective_batch or TARGET_BATCH
+    per_process = max(1, target // processes)
+    m, why = auto_micro_batch(cfg, shape, workloads_for, device, memory_bytes, processes, per_process)
+    accum = max(1, round(target / (m * processes)))
+    derived.batch_size, derived.grad_accum, derived.effective_batch = m, accum, m * accum * processes
+    derived.why.append(f"{why}; × grad_accum {accum} × {processes} process(es) = effective batch "
+                       f"{derived.effective_batch}")
+    return cfg.model_copy(update={"batch_size": m, "grad_accum": accum})
 
 
 def model_params(model: str, net=None) -> int:

@@ -107,15 +107,15 @@ class Runtime:
         t = self.acc.reduce(t, reduction="sum")
         return dict(zip(keys, t.tolist()))
 
-    def decide(self, flag: bool) -> bool:
-        """The main process's ``flag``, the same on every process."""
+    def decide(self, value):
+        """The main process's ``value`` (a bool or an int), the same on every process."""
         if self.world == 1:
-            return flag
+            return value
         import torch
         from accelerate.utils import broadcast
 
-        t = torch.tensor([int(flag)], device=self.device)
-        return bool(broadcast(t, from_process=0).item())
+        t = torch.tensor([int(value)], device=self.device)
+        return type(value)(broadcast(t, from_process=0).item())
 
     def gather_floats(self, values: list[float]) -> list[float]:
         """Every process's ``values``, concatenated in process order (lengths may differ)."""

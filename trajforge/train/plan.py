@@ -326,6 +326,12 @@ def peak_workload(shape: Shape, cfg, hw: Hardware, workloads: list[Workload]) ->
     return max(workloads, key=lambda w: sum(activation_peak(shape, cfg, w, s, hw.device)))
 
 
+def device_budget_bytes(hw: Hardware) -> float:
+    """One training process's memory on ``hw``: a GPU's, or its share of this host's (what the
+    derived checkpointing and micro-batch plan against)."""
+    return hw.gpu_gb * GB if hw.device == "cuda" else host_share_bytes(hw.gpus)
+
+
 def host_share_bytes(processes: int) -> float:
     """One of ``processes`` training processes' share of this host's memory (auto checkpointing's budget on a CPU)."""
     return host_memory_bytes() / max(1, processes)
@@ -483,8 +489,13 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
 
     cfg, derived = derive(cfg, shape.params().total, data.samples if data is not None else samples, hw.gpus)
     notes = [f"derived: {why}" for why in derived.why]
+    if cfg.batch_size is None:  # train sft's derived micro-batch, for rows of max_len on this hardware
+        from trajforge.train.plan_data import settle_for
+
+        cfg = settle_for(cfg, derived, shape, hw)
+        notes.append(f"derived: {derived.why[-1]}")
     if cfg.gradient_checkpointing is None:  # train sft's auto, for the same micro-batches on this hardware
-        memory = hw.gpu_gb * GB if hw.device == "cuda" else host_share_bytes(hw.gpus)
+        memory = device_budget_bytes(hw)
         on, why = auto_checkpointing(cfg, shape, data.workloads if data is not None else [settings_workload(cfg)],
                                      hw.device, memory, hw.gpus)
         cfg = cfg.model_copy(update={"gradient_checkpointing": on})

@@ -44,6 +44,10 @@ class DataStats(BaseModel):
     workloads: list[Workload] = []
     """Every distinct micro-batch shape of the run (rows, padded width, loss tokens, prefix); with
     ``max_steps`` only those of its first ``max_steps × grad_accum`` micro-batches."""
+    batch_size: int
+    grad_accum: int
+    """The micro-batch and accumulation the workloads were cut with (derived ones settled for the
+    plan's hardware, as ``train sft`` settles them for its device)."""
 
 
 def tokenizer_for(model: str):
@@ -62,8 +66,10 @@ def tokenizer_for(model: str):
     return tok, str(folder)
 
 
-def read_data(store: str | Path, model: str, cfg) -> DataStats:
-    """``DataStats`` of ``store`` for ``model`` under ``cfg`` (an ``SFTConfig``)."""
+def read_data(store: str | Path, model: str, cfg, hw=None, derived=None) -> DataStats:
+    """``DataStats`` of ``store`` for ``model`` under ``cfg`` (an ``SFTConfig``). A derived micro-batch
+    (``batch_size`` None) is settled for ``hw`` (plan.Hardware; None: one CPU process here) and
+    recorded in ``derived`` (defaults.Derived) when given."""
     from trajforge.store import TrajectoryStore
     from trajforge.train.sft import build_samples, epoch_rows, select
 
@@ -75,7 +81,8 @@ def read_data(store: str | Path, model: str, cfg) -> DataStats:
         raise ValueError(f"no trajectories of tiers {cfg.tiers} in {store} (skipped: {skipped})")
     from trajforge.train.defaults import derive, model_params
 
-    cfg = derive(cfg, model_params(model), len(data))[0]  # a derived accumulation, made concrete
+    cfg, record = derive(cfg, model_params(model), len(data), hw.gpus if hw else 1)  # derived values, made concrete
+    derived = derived if derived is not None else record
     tok, folder = tokenizer_for(model)
     samples, _ = build_samples(data, tok, model, cfg, skipped)
     if not samples:
@@ -91,16 +98,36 @@ def read_data(store: str | Path, model: str, cfg) -> DataStats:
         samples = samples + mixed
     else:
         replay_tokens = replay * REPLAY_SAMPLE_TOKENS
-    rows = epoch_rows(samples, min(cfg.epochs, 1.0), cfg.batch_size, cfg.seed)
-    if cfg.max_steps > 0:  # a short run meets only its first micro-batches (one process)
-        rows = rows[: cfg.max_steps * cfg.grad_accum]
+    def rows_at(batch_size: int, grad_accum: int) -> list[list[int]]:
+        rows = epoch_rows(samples, min(cfg.epochs, 1.0), batch_size, cfg.seed)
+        if cfg.max_steps > 0:  # a short run meets only its first micro-batches (one process)
+            rows = rows[: cfg.max_steps * grad_accum]
+        return rows
+
+    if cfg.batch_size is None:
+        from trajforge.train.shapes import model_shape
+
+        cfg = settle_for(cfg, derived, model_shape(model), hw, lambda m: data_workloads(
+            samples, rows_at(m, max(1, round(derived.effective_batch / (m * (hw.gpus if hw else 1)))))))
+    rows = rows_at(cfg.batch_size, cfg.grad_accum)
     return DataStats(
         store=str(store), trajectories=len(trajs), samples=n_task, skipped=skipped,
         tokens=sum(len(s.input_ids) for s in samples[:n_task]),
         loss_tokens=sum(sum(s.loss_mask[1:]) for s in samples[:n_task]),
         longest=max(len(s.input_ids) for s in samples[:n_task]), replay_samples=replay,
         replay_tokens=replay_tokens, replay_cached=bool(cached), tokenizer=folder,
-        workloads=data_workloads(samples, rows))
+        workloads=data_workloads(samples, rows), batch_size=cfg.batch_size, grad_accum=cfg.grad_accum)
+
+
+def settle_for(cfg, derived, shape, hw, workloads_for=None):
+    """``defaults.settle_micro_batch`` on the plan's hardware (None: one CPU process here);
+    ``workloads_for`` None: rows of ``max_len`` tokens (``plan.settings_workload``)."""
+    from trajforge.train.defaults import settle_micro_batch
+    from trajforge.train.plan import Hardware, device_budget_bytes, settings_workload
+
+    hw = hw or Hardware(device="cpu")  # cpu: no hardware given, this host
+    workloads_for = workloads_for or (lambda m: [settings_workload(cfg.model_copy(update={"batch_size": m}))])
+    return settle_micro_batch(cfg, derived, shape, workloads_for, hw.device, device_budget_bytes(hw), hw.gpus)
 
 
 def data_workloads(samples, rows: list[list[int]]) -> list[Workload]:

@@ -51,6 +51,10 @@ class SFTConfig(LoraSettings):
     lr: float | None = Field(None, gt=0)
     """Peak learning rate (cosine decay, short warm-up); None: derived from the model's size,
     2e-4 at 7B, 1e-3 at 135M (train/defaults.py)."""
+    batch_size: int | None = None
+    """Sequences per forward/backward pass on one device; None (with ``grad_accum`` None too): the
+    largest power of two up to the effective batch that the plan fits in the device's memory, without
+    checkpointing if possible (train/defaults.py); 2 when ``grad_accum`` is given."""
     grad_accum: int | None = None
     """Micro-batches whose gradients add up to one optimizer step; None: what reaches the effective
     batch derived from the data's size, 32 for a few thousand demonstrations (train/defaults.py)."""
@@ -270,6 +274,8 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     if cfg.replay_share > 0:
         replay = replay if replay is not None else shared_replay(runtime, net, tok, path, init_adapter)
         samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
+    if cfg.batch_size is None:
+        cfg = settle_batch(cfg, path, samples, runtime, derived)
     micro = epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
     if cfg.gradient_checkpointing is None:
         cfg = settle_checkpointing(cfg, path, samples, micro, runtime, net, derived)
@@ -335,12 +341,8 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
     when on (``lora_model`` left it off), and recorded in ``derived``."""
     from trajforge.train.model import enable_checkpointing
     from trajforge.train.plan_data import data_workloads
-    from trajforge.train.shapes import model_shape
 
-    try:
-        shape = model_shape(path)
-    except ValueError:
-        shape = None
+    shape = shape_or_none(path)
     if cfg.max_steps > 0:  # a short run meets only its first micro-batches (as trajforge plan assumes)
         micro = micro[: cfg.max_steps * cfg.grad_accum * runtime.world]
     work = data_workloads(samples, micro)
@@ -357,6 +359,44 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
     if on:
         enable_checkpointing(net)
     return cfg.model_copy(update={"gradient_checkpointing": on})
+
+
+def settle_batch(cfg: SFTConfig, path: str, samples: list[Sample], runtime: Runtime, derived) -> SFTConfig:
+    """``batch_size`` None (and ``grad_accum`` None) made concrete by ``defaults.settle_micro_batch``
+    for this run's samples on this device; the main process decides for all."""
+    from trajforge.train.defaults import settle_micro_batch
+    from trajforge.train.plan_data import data_workloads
+
+    world = runtime.world
+    target = derived.effective_batch
+
+    def workloads_for(m: int):  # the micro-batches this run would meet at micro-batch m
+        micro = epoch_rows(samples, cfg.epochs, m, cfg.seed)
+        if cfg.max_steps > 0:
+            micro = micro[: cfg.max_steps * max(1, round(target / (m * world))) * world]
+        return data_workloads(samples, micro)
+
+    # Under a user's own DeepSpeed or FSDP config no plan sizes the micro-batch (as for checkpointing).
+    sharded = runtime.acc.distributed_type.name in ("DEEPSPEED", "FSDP")
+    settled = settle_micro_batch(cfg, derived, None if sharded else shape_or_none(path), workloads_for,
+                                 runtime.device.type, device_memory_bytes(runtime), world)
+    m = runtime.decide(settled.batch_size)
+    if m != settled.batch_size:  # another process's device decided: its accumulation too
+        accum = max(1, round(target / (m * world)))
+        derived.batch_size, derived.grad_accum, derived.effective_batch = m, accum, m * accum * world
+        settled = settled.model_copy(update={"batch_size": m, "grad_accum": accum})
+    log.info("derived: %s", derived.why[-1])
+    return settled
+
+
+def shape_or_none(path: str):
+    """The model's ``shapes.Shape``, None when its shape is unknown (no plan then)."""
+    from trajforge.train.shapes import model_shape
+
+    try:
+        return model_shape(path)
+    except ValueError:
+        return None
 
 
 def device_memory_bytes(runtime: Runtime) -> float:
