@@ -27,6 +27,16 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   would consume. ``grad_accum`` is what reaches that batch at the configured per-device
   ``batch_size`` and process count.
 
+- **Micro-batch** (``auto_micro_batch``, when neither ``batch_size`` nor ``grad_accum`` is given):
+  the largest power of two up to one process's share of the effective batch whose planned peak
+  (``trajforge plan``'s, for the run's own micro-batches at that size) fits ``CHECKPOINT_HEADROOM``
+  of the device's memory without checkpointing; if none does, the largest that fits with it.
+  Accumulation makes up the rest of the effective batch, so the learning is the same and only the
+  cost differs: a larger micro-batch shares its prompt prefix among more rows (train/losses.py)
+  and fills the device. On this CPU, a 16-sequence step of the demo's pool took 41.5 s in
+  micro-batches of 4, 22.4 s of 8 and 16.8 s of 16 (``benchmarks/sft_settings.py --arms
+  mb4x4,mb8x2,mb16x1``). Without a plan (unknown model shape, MPS, a sharded launch whose
+  DeepSpeed config is written first) or with ``grad_accum`` given, it is ``MICRO_BATCH_FALLBACK``.
 - **Gradient checkpointing** (``auto_checkpointing``): off when ``trajforge plan``'s peak for the
   run's widest micro-batch without it stays within ``CHECKPOINT_HEADROOM`` of the device's memory
   (a GPU's free memory plus what the run holds there, or this host's shared by its processes;

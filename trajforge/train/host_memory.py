@@ -45,7 +45,7 @@ def return_freed_blocks() -> int:
     global _applied
     if _applied is not None:
         return _applied
-    want = int(os.environ.get("TRAJFORGE_MMAP_THRESHOLD", MMAP_THRESHOLD))
+    want = mmap_threshold()
     _applied = 0
     if want <= 0:
         return 0
@@ -59,6 +59,19 @@ def return_freed_blocks() -> int:
     except (OSError, AttributeError) as e:
         log.debug("mallopt unavailable (%s); host memory is left to the C library", e)
     return _applied
+
+
+def mmap_threshold() -> int:
+    """``$TRAJFORGE_MMAP_THRESHOLD`` in bytes (unset or empty: ``MMAP_THRESHOLD``); anything but an
+    integer is refused by name (it crashed as a bare ``int()`` error in the training runtime)."""
+    raw = os.environ.get("TRAJFORGE_MMAP_THRESHOLD", "").strip()
+    if not raw:
+        return MMAP_THRESHOLD
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"TRAJFORGE_MMAP_THRESHOLD={raw!r}: give bytes as an integer (0 keeps glibc's "
+                         f"dynamic threshold; unset: {MMAP_THRESHOLD})") from None
 
 
 @contextmanager

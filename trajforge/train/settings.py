@@ -41,7 +41,7 @@ class LoraSettings(BaseModel):
     lr: float = Field(2e-4, gt=0)
     """Peak learning rate (cosine decay, short warm-up)."""
     batch_size: int = 2
-    """Sequences (or pairs) per forward/backward pass on one device."""
+    """Sequences (or pairs) per forward/backward pass on one device (SFT: derived, train/defaults.py)."""
     grad_accum: int = 4
     """Micro-batches whose gradients add up to one optimizer step."""
     seed: int = 0
