@@ -17,6 +17,10 @@ differs:
   off), to see what the micro-batch alone costs (compare them with each other, not with the
   4-sequence arms).
 
+An arm written ``NAME@BYTES`` (``auto@0,auto@1048576``) runs NAME in a process of its own with
+``TRAJFORGE_MMAP_THRESHOLD=BYTES`` (the host allocator is set once per process), and reports that
+process's peak resident set too.
+
 Each arm runs twice, for the two step counts of ``--steps`` (setup — model load, tokenising, the
 first steps' warm-up — is in both and cancels): seconds per step = (t_long − t_short) /
 (long − short). The arms run one after another in the order A B C D, then D C B A for the other
@@ -57,6 +61,25 @@ def run_arm(trajs, model: str, settings: dict, steps: int) -> tuple[float, dict]
     return seconds, {k: meta[k] for k in ("batch_size", "grad_accum", "gradient_checkpointing", "dropout")}
 
 
+def run_isolated(data: str, model: str, arm: str, steps: int) -> tuple[float, dict]:
+    """``arm`` (``NAME@BYTES``) in a process of its own under that mmap threshold."""
+    import os
+    import subprocess
+    import sys
+
+    name, threshold = arm.split("@")
+    env = {**os.environ, "TRAJFORGE_MMAP_THRESHOLD": threshold}
+    out = subprocess.run([sys.executable, __file__, "--data", data, "--model", model, "--child", name, str(steps)],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    child = json.loads(out.strip().splitlines()[-1])
+    return child["seconds"], {**child["settings"], "peak_gb": child["peak_gb"]}
+
+
+def peak_resident_gb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 / 1e9 for line in f if line.startswith("VmHWM:"))
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="a trajectory store (e.g. runs/demo/train_store)")
@@ -64,17 +87,23 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", default="4,16", help="short,long optimizer-step counts")
     ap.add_argument("--arms", default="defaults,no-ckpt,no-ckpt-b4,no-ckpt-b4-d0")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--child", nargs=2, metavar=("ARM", "STEPS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     from trajforge.store import TrajectoryStore
 
     trajs = TrajectoryStore(args.data).read()
+    if args.child:
+        seconds, settings = run_arm(trajs, args.model, ARMS[args.child[0]], int(args.child[1]))
+        print(json.dumps({"seconds": seconds, "settings": settings, "peak_gb": round(peak_resident_gb(), 2)}))
+        return {}
     short, long_ = (int(x) for x in args.steps.split(","))
     arms = args.arms.split(",")
     times: dict[str, dict[int, float]] = {a: {} for a in arms}
     used: dict[str, dict] = {}
     for steps, order in ((short, arms), (long_, arms[::-1])):
         for arm in order:
-            times[arm][steps], used[arm] = run_arm(trajs, args.model, ARMS[arm], steps)
+            times[arm][steps], used[arm] = (run_isolated(args.data, args.model, arm, steps) if "@" in arm
+                                            else run_arm(trajs, args.model, ARMS[arm], steps))
             print(f"{arm:16s} {steps:3d} steps {times[arm][steps]:7.1f} s", flush=True)
     ref = arms[0]
     per = {a: (times[a][long_] - times[a][short]) / (long_ - short) for a in arms}

@@ -259,3 +259,72 @@ def test_train_sft_sizes_its_micro_batch_for_its_device(tiny_model, expert_trajs
     config = meta["config"]
     assert (config["batch_size"], config["grad_accum"], config["gradient_checkpointing"]) == (1, 4, True)
     assert any(line.startswith("micro-batch 1: even one sequence with checkpointing is planned") for line in meta["derived"]["why"])
+
+
+def test_the_derived_micro_batch_never_changes_which_sequences_make_a_step():
+    """The memory knob is a cost, not a learning setting: at any derived micro-batch a step holds
+    the same sequences as the fixed micro-batch of 2 accumulated (the defaults measured before stop
+    55); only how they are cut, sorted by length within the step, differs."""
+    import random
+
+    from trajforge.train.sequences import Sample
+    from trajforge.train.sft import epoch_rows, run_rows
+
+    rng = random.Random(3)
+    samples = [Sample([1] * rng.randint(300, 900), [0] * 10) for _ in range(203)]
+    old = epoch_rows(samples, 1.0, MICRO_BATCH_FALLBACK, 0)  # 2 × accumulation 8: steps of 16
+    old_steps = [sorted(i for rows in old[k: k + 8] for i in rows) for k in range(0, len(old), 8)]
+    for m in (1, 2, 4, 8, 16):
+        cfg = SFTConfig(batch_size=m, grad_accum=16 // m, epochs=1.0)
+        new = run_rows(samples, cfg, world=1, derived_batch=True)
+        per = 16 // m
+        steps = [sorted(i for rows in new[k: k + per] for i in rows) for k in range(0, len(new), per)]
+        assert steps == old_steps
+        assert all(len(rows) == m for rows in new[:-1])
+    # Within a step the cut goes by length: micro-batches of 4 pad less than the pairs they merge.
+    four = run_rows(samples, SFTConfig(batch_size=4, grad_accum=4, epochs=1.0), world=1, derived_batch=True)
+    padded = lambda micro: sum(max(len(samples[i].input_ids) for i in r) * len(r) for r in micro)
+    merged = [a + b for a, b in zip(old[0::2], old[1::2])]
+    assert padded(four[:50]) < padded(merged[:50])
+    # A micro-batch the user gave groups by itself, as always.
+    assert run_rows(samples, SFTConfig(batch_size=4, grad_accum=1, epochs=1.0), 1, False) == epoch_rows(samples, 1.0, 4, 0)
+
+
+# ---- host allocator (CPU): auto ---------------------------------------------------------------------
+
+def test_glibcs_fast_threshold_is_kept_only_where_three_times_the_plan_fits():
+    from trajforge.train.defaults import GLIBC_RETENTION, auto_host_allocator
+
+    memory = 25 * GB
+    fits = CHECKPOINT_HEADROOM * 25 / GLIBC_RETENTION
+    keep, why = auto_host_allocator(fits * 0.99, memory)
+    assert keep and why.startswith("host allocator: glibc's dynamic mmap threshold kept")
+    keep, why = auto_host_allocator(fits * 1.01, memory)
+    assert not keep and "fixed at 1 MiB" in why and "over 80%" in why
+
+
+def test_train_sft_settles_the_host_allocator_unless_told(tiny_model, expert_trajs, tmp_path, monkeypatch):
+    import trajforge.train.host_memory as host_memory
+    import trajforge.train.sft as sft_mod
+
+    applied = []
+    monkeypatch.setattr(host_memory, "_applied", None)
+    monkeypatch.setattr(host_memory, "return_freed_blocks", lambda: applied.append("fixed") or 0)
+    monkeypatch.delenv("TRAJFORGE_MMAP_THRESHOLD", raising=False)
+    cfg = SFTConfig(max_steps=1, r=4, replay_share=0.0)
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "roomy", cfg, progress=False)
+    why = json.loads((tmp_path / "roomy" / "trajforge_adapter.json").read_text())["derived"]["why"]
+    assert any(line.startswith("host allocator: glibc's dynamic mmap threshold kept") for line in why)
+    assert host_memory._applied == 0 and applied == []
+    # A host of 10 MB: memory is given back.
+    monkeypatch.setattr(host_memory, "_applied", None)
+    monkeypatch.setattr(sft_mod, "device_memory_bytes", lambda runtime: 1e7)
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "tight", cfg, progress=False)
+    why = json.loads((tmp_path / "tight" / "trajforge_adapter.json").read_text())["derived"]["why"]
+    assert any("fixed at 1 MiB" in line for line in why) and applied == ["fixed"]
+    # The variable set: it decides, nothing is derived.
+    monkeypatch.setattr(host_memory, "_applied", None)
+    monkeypatch.setenv("TRAJFORGE_MMAP_THRESHOLD", "0")
+    train_sft(expert_trajs[:6], tiny_model, tmp_path / "told", cfg, progress=False)
+    why = json.loads((tmp_path / "told" / "trajforge_adapter.json").read_text())["derived"]["why"]
+    assert not any(line.startswith("host allocator") for line in why) and applied == ["fixed", "fixed"]

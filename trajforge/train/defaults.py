@@ -31,9 +31,13 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   the largest power of two up to one process's share of the effective batch whose planned peak
   (``trajforge plan``'s, for the run's own micro-batches at that size) fits ``CHECKPOINT_HEADROOM``
   of the device's memory without checkpointing; if none does, the largest that fits with it.
-  Accumulation makes up the rest of the effective batch, so the learning is the same and only the
+  Accumulation makes up the rest of the effective batch, and the steps are composed as the fixed
+  micro-batch of 2 would compose them (``sft.run_rows``), so the learning is the same and only the
   cost differs: a larger micro-batch shares its prompt prefix among more rows (train/losses.py)
-  and fills the device. On this CPU, a 16-sequence step of the demo's pool took 41.5 s in
+  and fills the device. (A first version let the micro-batch also set the length groups: 4
+  similar-length sequences a step instead of two random pairs, 156 of the 186 held-out tasks
+  against the pairs' 168 — no more than the pairs' own seed-to-seed spread, 157 on seed 1, but
+  what was learned then hung on the device's memory: stop 55.) On this CPU, a 16-sequence step of the demo's pool took 41.5 s in
   micro-batches of 4, 22.4 s of 8 and 16.8 s of 16 (``benchmarks/sft_settings.py --arms
   mb4x4,mb8x2,mb16x1``). Without a plan (unknown model shape, MPS, a sharded launch whose
   DeepSpeed config is written first) or with ``grad_accum`` given, it is ``MICRO_BATCH_FALLBACK``.
@@ -46,6 +50,11 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   cost when the activations fit, and more than the ~30% usually quoted here: it also turns off the
   shared-prefix cache. On the demo's pool (``benchmarks/sft_settings.py``) a step took 16.3 s with
   it and 8.1 s without (the plan: 3.3 GB peak without it, of this host's 25.3 GB).
+
+- **Host allocator** (CPU, ``auto_host_allocator``, unless ``TRAJFORGE_MMAP_THRESHOLD`` is set):
+  glibc's dynamic mmap threshold, the faster one, where ``GLIBC_RETENTION`` times the plan's peak
+  fits ``CHECKPOINT_HEADROOM`` of the process's share of the host; a fixed 1 MiB threshold that
+  gives freed activations back otherwise (train/host_memory.py).
 
 A flag or config value always wins: the rule fills only what is left as None, and the adapter's
 meta records the values used and why.
@@ -73,6 +82,10 @@ MICRO_BATCH_FALLBACK = 2
 """The micro-batch where no plan sizes one: a model of unknown shape, a device the plan has no
 budget for (MPS), a sharded run (its DeepSpeed config is written before its processes see their
 devices), or a run whose ``grad_accum`` was given (the effective batch is then the user's)."""
+GLIBC_RETENTION = 3.0
+"""How far above the plan's peak a CPU run's resident set may climb under glibc's dynamic mmap
+threshold (freed activations stay in the heap). Measured: 2.2× (stop 55's no-flag run, 11.0 GB
+against the plan's 5.1), 2.5× (stop 54's, 8.3 against 3.3), 2.7× (``benchmarks/host_memory.py``)."""
 MAX_EPOCHS = 3
 """Passes a tiny store may get to reach ``MIN_STEPS``; more memorise it (doctor names 4 passes over
 fewer than 500 samples as memorising)."""
@@ -151,7 +164,7 @@ def derive(cfg, params: int, demonstrations: int, world: int = 1):
             record.why.append(f"effective batch {target} {reason}")
         else:
             per_pass = cfg.batch_size * world
-            update["grad_accum"] = record.grad_accum = max(1, round(target / per_pass))
+            update["grad_accum"] = record.grad_accum = accumulation(target, cfg.batch_size, world)
             record.effective_batch = record.grad_accum * per_pass
             record.why.append(f"effective batch {record.effective_batch} {reason} = batch {cfg.batch_size} × "
                               f"{world} process(es) × grad_accum {record.grad_accum}")
@@ -230,6 +243,11 @@ def auto_micro_batch(cfg, shape, workloads_for, device: str, memory_bytes: float
                f"{device} process")
 
 
+def accumulation(effective_batch: int, micro_batch: int, processes: int = 1) -> int:
+    """Micro-batches per optimizer step that reach ``effective_batch`` (at least 1)."""
+    return max(1, round(effective_batch / (micro_batch * processes)))
+
+
 def settle_micro_batch(cfg, derived: Derived, shape, workloads_for, device: str, memory_bytes: float,
                        processes: int = 1):
     """``cfg`` with ``batch_size`` (None: derived) and the ``grad_accum`` that reaches the derived
@@ -237,11 +255,23 @@ def settle_micro_batch(cfg, derived: Derived, shape, workloads_for, device: str,
     target = derived.effective_batch or TARGET_BATCH
     per_process = max(1, target // processes)
     m, why = auto_micro_batch(cfg, shape, workloads_for, device, memory_bytes, processes, per_process)
-    accum = max(1, round(target / (m * processes)))
+    accum = accumulation(target, m, processes)
     derived.batch_size, derived.grad_accum, derived.effective_batch = m, accum, m * accum * processes
     derived.why.append(f"{why}; × grad_accum {accum} × {processes} process(es) = effective batch "
                        f"{derived.effective_batch}")
     return cfg.model_copy(update={"batch_size": m, "grad_accum": accum})
+
+
+def auto_host_allocator(peak_gb: float, memory_bytes: float) -> tuple[bool, str]:
+    """(keep glibc's dynamic mmap threshold?, why) for a CPU run the plan puts at ``peak_gb``: kept
+    (faster steps) when ``GLIBC_RETENTION`` times the peak still fits ``CHECKPOINT_HEADROOM`` of the
+    process's share of the host, else fixed at ``host_memory.MMAP_THRESHOLD`` (memory given back)."""
+    from trajforge.train.plan import GB
+
+    keep = GLIBC_RETENTION * peak_gb <= CHECKPOINT_HEADROOM * memory_bytes / GB
+    return keep, (f"host allocator: glibc's dynamic mmap threshold {'kept' if keep else 'fixed at 1 MiB'}: "
+                  f"{GLIBC_RETENTION:g} × the plan's {peak_gb:.1f} GB is {'within' if keep else 'over'} "
+                  f"{CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one cpu process")
 
 
 def model_params(model: str, net=None) -> int:

@@ -62,12 +62,14 @@ class FitResult(BaseModel):
 class Runtime:
     """The accelerate side of one run: device, processes, precision, collectives."""
 
-    def __init__(self, cfg: LoraSettings):
+    def __init__(self, cfg: LoraSettings, host_allocator: bool = True):
+        """``host_allocator`` False: the recipe sets the CPU allocator itself once it has planned
+        its memory (SFT: ``sft.settle_host_allocator``)."""
         from trajforge.train.distributed import make_accelerator
 
         self.acc = make_accelerator(cfg)
         self.cfg = cfg
-        if self.acc.device.type == "cpu":
+        if self.acc.device.type == "cpu" and host_allocator:
             # Activations then go back to the kernel when freed: no high-water marks of every
             # batch shape seen (train/host_memory.py, benchmarks/host_memory.py).
             from trajforge.train.host_memory import return_freed_blocks

@@ -518,6 +518,12 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
     if cfg.load_in != "none":
         notes.append(f"--load-in-{cfg.load_in}: arithmetic only (bitsandbytes is not installed where this was "
                      "checked); non-linear weights are fp32 after prepare_model_for_kbit_training")
+    if hw.device == "cpu" and not os.environ.get(MMAP_THRESHOLD_ENV, "").strip():  # train sft's derived allocator
+        from trajforge.train.defaults import auto_host_allocator
+
+        keep, why = auto_host_allocator(train.total_gb, device_budget_bytes(hw))
+        notes.append(f"derived: {why}" + (" (the resident peak may then run up to that multiple of this plan)"
+                                          if keep else ""))
     if hw.device == "cpu" and os.environ.get(MMAP_THRESHOLD_ENV, "").strip() == "0":
         notes.append(f"{MMAP_THRESHOLD_ENV}=0: glibc's dynamic mmap threshold keeps freed activations in "
                      "the heap, so CPU peaks run well above this plan (the embedded model at defaults: 4.7 GB "

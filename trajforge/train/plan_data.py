@@ -3,7 +3,7 @@
 ``trajforge plan --data STORE`` needs the widest micro-batch of the run and the tokens it trains
 on. Both come from the real path: the store's trajectories, ``sft.select`` (the tiers SFT learns
 from), the model's tokenizer and the one sequence builder (``sft.build_samples``: stored token ids
-where they verify, else rendered; samples over ``max_len`` skipped), and ``sft.epoch_rows`` (the
+where they verify, else rendered; samples over ``max_len`` skipped), and ``sft.run_rows`` (the
 length-grouped micro-batches). Replay samples (``replay_share``) are short self-distilled answers:
 they are counted for time, never the widest batch.
 """
@@ -71,7 +71,7 @@ def read_data(store: str | Path, model: str, cfg, hw=None, derived=None) -> Data
     (``batch_size`` None) is settled for ``hw`` (plan.Hardware; None: one CPU process here) and
     recorded in ``derived`` (defaults.Derived) when given."""
     from trajforge.store import TrajectoryStore
-    from trajforge.train.sft import build_samples, epoch_rows, select
+    from trajforge.train.sft import build_samples, run_rows, select
 
     trajs = TrajectoryStore(store).read()
     if not trajs:
@@ -98,18 +98,25 @@ def read_data(store: str | Path, model: str, cfg, hw=None, derived=None) -> Data
         samples = samples + mixed
     else:
         replay_tokens = replay * REPLAY_SAMPLE_TOKENS
-    def rows_at(batch_size: int, grad_accum: int) -> list[list[int]]:
-        rows = epoch_rows(samples, min(cfg.epochs, 1.0), batch_size, cfg.seed)
-        if cfg.max_steps > 0:  # a short run meets only its first micro-batches (one process)
-            rows = rows[: cfg.max_steps * grad_accum]
+
+    world = hw.gpus if hw else 1
+    settled = cfg.batch_size is None  # derived here: cut as train sft cuts a derived micro-batch
+
+    def rows_at(at) -> list[list[int]]:
+        rows = run_rows(samples, at.model_copy(update={"epochs": min(cfg.epochs, 1.0)}), world, settled)
+        if cfg.max_steps > 0:  # a short run meets only its first micro-batches
+            rows = rows[: cfg.max_steps * at.grad_accum * world]
         return rows
 
-    if cfg.batch_size is None:
+    if settled:
+        from trajforge.train.defaults import accumulation
         from trajforge.train.shapes import model_shape
 
-        cfg = settle_for(cfg, derived, model_shape(model), hw, lambda m: data_workloads(
-            samples, rows_at(m, max(1, round(derived.effective_batch / (m * (hw.gpus if hw else 1)))))))
-    rows = rows_at(cfg.batch_size, cfg.grad_accum)
+        def at(m: int):
+            return cfg.model_copy(update={"batch_size": m, "grad_accum": accumulation(derived.effective_batch, m, world)})
+
+        cfg = settle_for(cfg, derived, model_shape(model), hw, lambda m: data_workloads(samples, rows_at(at(m))))
+    rows = rows_at(cfg)
     return DataStats(
         store=str(store), trajectories=len(trajs), samples=n_task, skipped=skipped,
         tokens=sum(len(s.input_ids) for s in samples[:n_task]),

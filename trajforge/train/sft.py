@@ -153,18 +153,38 @@ def select(trajs: list[Trajectory], cfg: SFTConfig) -> tuple[list[Trajectory], d
     return keep, skipped
 
 
-def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int) -> list[list[int]]:
+def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int, unit: int | None = None,
+               step: int = 0) -> list[list[int]]:
     """Micro-batches (lists of sample indices) for all epochs, fractional epochs allowed: each epoch
-    in a fresh length-grouped order (similar lengths together, less padding; batches shuffled)."""
+    in a fresh length-grouped order (groups of ``unit`` similar lengths, less padding; groups
+    shuffled), cut into micro-batches of ``batch_size``. ``unit`` None: the micro-batch itself.
+    ``step``: sequences per optimizer step; each step's sequences are sorted by length before the
+    cut (which step a sequence is in never changes, only its micro-batch: less padding)."""
+    unit = unit or batch_size
     rows: list[int] = []
     for epoch in range(max(1, math.ceil(epochs))):
         rng = random.Random(seed + epoch)
         order = sorted(range(len(samples)), key=lambda i: (len(samples[i].input_ids), rng.random()))
-        batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+        batches = [order[i: i + unit] for i in range(0, len(order), unit)]
         rng.shuffle(batches)
         rows += [i for b in batches for i in b]
     rows = rows[: int(len(samples) * epochs)]
+    if step > batch_size:
+        rows = [i for k in range(0, len(rows), step)
+                for i in sorted(rows[k: k + step], key=lambda i: len(samples[i].input_ids))]
     return [rows[i: i + batch_size] for i in range(0, len(rows), batch_size)]
+
+
+def run_rows(samples: list[Sample], cfg: SFTConfig, world: int, derived_batch: bool) -> list[list[int]]:
+    """The run's micro-batches. A micro-batch the run derived from the device's memory
+    (``derived_batch``) only cuts the steps the fixed ``MICRO_BATCH_FALLBACK`` would compose: which
+    sequences make a step, and so what is learned, never depends on the device's memory."""
+    from trajforge.train.defaults import MICRO_BATCH_FALLBACK
+
+    if not derived_batch:
+        return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
+    return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed, unit=MICRO_BATCH_FALLBACK,
+                      step=cfg.batch_size * cfg.grad_accum * world)
 
 
 def sample_counts(rows: list[Sample]) -> dict[str, float]:
@@ -259,7 +279,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         raise ValueError(f"no trajectories of tiers {cfg.tiers} to train on (skipped: {skipped})")
     fingerprints = check_fingerprints(data)
     path = resolve(model)
-    runtime = Runtime(cfg)
+    runtime = Runtime(cfg, host_allocator=False)
     net, tok = lora_model(path, cfg, init_adapter, device=str(runtime.device))
     cfg, derived = derive(cfg, model_params(path, net), len(data), runtime.world)
     for line in derived.why:
@@ -276,9 +296,11 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
     if cfg.batch_size is None:
         cfg = settle_batch(cfg, path, samples, runtime, derived)
-    micro = epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
+    micro = run_rows(samples, cfg, runtime.world, derived.batch_size is not None)
     if cfg.gradient_checkpointing is None:
         cfg = settle_checkpointing(cfg, path, samples, micro, runtime, net, derived)
+    if runtime.device.type == "cpu":
+        settle_host_allocator(cfg, path, samples, micro, runtime, derived)
     batches = LoaderBatches(samples, micro, tok.pad_token_id, cfg.grad_accum)
     total = batches.steps(runtime.world)
     if total == 0:  # before anything is written: an adapter of no step is not a result
@@ -340,12 +362,9 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
     run's micro-batches on this device (the main process decides for all), turned on in ``net``
     when on (``lora_model`` left it off), and recorded in ``derived``."""
     from trajforge.train.model import enable_checkpointing
-    from trajforge.train.plan_data import data_workloads
 
     shape = shape_or_none(path)
-    if cfg.max_steps > 0:  # a short run meets only its first micro-batches (as trajforge plan assumes)
-        micro = micro[: cfg.max_steps * cfg.grad_accum * runtime.world]
-    work = data_workloads(samples, micro)
+    work = run_workloads(samples, micro, cfg, runtime.world)
     sharded = runtime.acc.distributed_type.name
     if sharded in ("DEEPSPEED", "FSDP"):  # also under a user's own accelerate config, whatever --distributed says
         on, why = True, f"gradient checkpointing on: {sharded} shards the model (the plan is unchecked there)"
@@ -361,19 +380,52 @@ def settle_checkpointing(cfg: SFTConfig, path: str, samples: list[Sample], micro
     return cfg.model_copy(update={"gradient_checkpointing": on})
 
 
+def run_workloads(samples: list[Sample], micro: list[list[int]], cfg: SFTConfig, world: int) -> list:
+    """The distinct micro-batch shapes (plan.Workload) the run meets: with ``max_steps`` only its
+    first micro-batches (as ``trajforge plan`` assumes)."""
+    from trajforge.train.plan_data import data_workloads
+
+    if cfg.max_steps > 0:
+        micro = micro[: cfg.max_steps * cfg.grad_accum * world]
+    return data_workloads(samples, micro)
+
+
+def settle_host_allocator(cfg: SFTConfig, path: str, samples: list[Sample], micro: list[list[int]],
+                          runtime: Runtime, derived) -> None:
+    """On a CPU, the host allocator for this run (``defaults.auto_host_allocator``) unless it is
+    already settled (``$TRAJFORGE_MMAP_THRESHOLD``, an earlier run, the demo): glibc's fast dynamic
+    threshold where three times the plan's peak fits, memory given back otherwise and without a plan."""
+    from trajforge.train.defaults import auto_host_allocator, planned_peak_gb
+    from trajforge.train.host_memory import keep_glibc_threshold, return_freed_blocks, threshold_decided
+
+    shape = shape_or_none(path)
+    if threshold_decided() or shape is None:
+        return_freed_blocks()
+        return
+    memory = device_memory_bytes(runtime)
+    peak = planned_peak_gb(cfg, shape, run_workloads(samples, micro, cfg, runtime.world), "cpu", memory,
+                           runtime.world, bool(cfg.gradient_checkpointing))
+    keep, why = auto_host_allocator(peak, memory)
+    keep = runtime.decide(keep)
+    log.info("derived: %s", why)
+    derived.why.append(why)
+    keep_glibc_threshold() if keep else return_freed_blocks()
+
+
 def settle_batch(cfg: SFTConfig, path: str, samples: list[Sample], runtime: Runtime, derived) -> SFTConfig:
     """``batch_size`` None (and ``grad_accum`` None) made concrete by ``defaults.settle_micro_batch``
     for this run's samples on this device; the main process decides for all."""
-    from trajforge.train.defaults import settle_micro_batch
+    from trajforge.train.defaults import accumulation, settle_micro_batch
     from trajforge.train.plan_data import data_workloads
 
     world = runtime.world
     target = derived.effective_batch
 
     def workloads_for(m: int):  # the micro-batches this run would meet at micro-batch m
-        micro = epoch_rows(samples, cfg.epochs, m, cfg.seed)
+        at = cfg.model_copy(update={"batch_size": m, "grad_accum": accumulation(target, m, world)})
+        micro = run_rows(samples, at, world, derived_batch=True)
         if cfg.max_steps > 0:
-            micro = micro[: cfg.max_steps * max(1, round(target / (m * world))) * world]
+            micro = micro[: cfg.max_steps * at.grad_accum * world]
         return data_workloads(samples, micro)
 
     # Under a user's own DeepSpeed or FSDP config no plan sizes the micro-batch (as for checkpointing).
@@ -382,7 +434,7 @@ def settle_batch(cfg: SFTConfig, path: str, samples: list[Sample], runtime: Runt
                                  runtime.device.type, device_memory_bytes(runtime), world)
     m = runtime.decide(settled.batch_size)
     if m != settled.batch_size:  # another process's device decided: its accumulation too
-        accum = max(1, round(target / (m * world)))
+        accum = accumulation(target, m, world)
         derived.batch_size, derived.grad_accum, derived.effective_batch = m, accum, m * accum * world
         settled = settled.model_copy(update={"batch_size": m, "grad_accum": accum})
     log.info("derived: %s", derived.why[-1])
