@@ -174,10 +174,8 @@ def check_size(name: str, out: Path, store: Path, device: str, dry: bool, table:
         return
     folder = model_folder(out / f"model-{name}", size_fields(name, dry))
     settings = sft_settings(device, dry, 0.6 * cap)
-    cfg = SFTConfig(**settings)
     shape = model_shape(str(folder))
     hw = Hardware(device="cuda" if device.startswith("cuda") else "cpu", gpu_gb=detected_gpu_gb() or GPU_GB)
-    plan = make_plan(shape, cfg, hw, read_data(store, str(folder), cfg))
     dtype = torch.bfloat16 if hw.device == "cuda" else torch.float32
     net, tok = random_base(folder, device, dtype)
     original = train_model.load_base
@@ -188,11 +186,17 @@ def check_size(name: str, out: Path, store: Path, device: str, dry: bool, table:
         measured = run_here(str(folder), str(store), str(out / f"run-{name}"), settings)
     finally:
         train_model.load_base = original
+    # The plan for what the run settled on this device (its derived micro-batch, accumulation and
+    # checkpointing, from the adapter's meta), so planned and measured describe one run.
+    ran = json.loads((out / f"run-{name}" / "trajforge_adapter.json").read_text())["config"]
+    cfg = SFTConfig(**settings | {k: ran[k] for k in ("batch_size", "grad_accum", "gradient_checkpointing")})
+    plan = make_plan(shape, cfg, hw, read_data(store, str(folder), cfg, hw))
     planned = plan.train.allocated_gb if hw.device == "cuda" else plan.train.total_gb
     row |= {"params_b": round(shape.params().total / 1e9, 3), "sft_tokens_per_s": measured.tokens_per_s,
             "steps": measured.steps, "measured_gb": round(measured.peak_gb, 3), "planned_gb": planned,
             "ratio": round(planned / measured.peak_gb, 3) if measured.peak_gb else None,
             "plan_total_gb": plan.train.total_gb, "workload": plan.workload.model_dump(),
+            "settled": {k: ran[k] for k in ("batch_size", "grad_accum", "gradient_checkpointing")},
             "memory_gb_per_step": measured.memory_gb}
     if measured.steps < 2:
         row["note"] = "one step within the cap: no tokens/s after the first step"

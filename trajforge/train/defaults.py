@@ -34,12 +34,12 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   Accumulation makes up the rest of the effective batch, and the steps are composed as the fixed
   micro-batch of 2 would compose them (``sft.run_rows``), so the learning is the same and only the
   cost differs: a larger micro-batch shares its prompt prefix among more rows (train/losses.py)
-  and fills the device. (A first version let the micro-batch also set the length groups: 4
-  similar-length sequences a step instead of two random pairs, 156 of the 186 held-out tasks
-  against the pairs' 168 — no more than the pairs' own seed-to-seed spread, 157 on seed 1, but
-  what was learned then hung on the device's memory: stop 55.) On this CPU, a 16-sequence step of the demo's pool took 41.5 s in
-  micro-batches of 4, 22.4 s of 8 and 16.8 s of 16 (``benchmarks/sft_settings.py --arms
-  mb4x4,mb8x2,mb16x1``). Without a plan (unknown model shape, MPS, a sharded launch whose
+  and fills the device: one 4-sequence step of the demo's pool took 12.2 s as 2 × 2 and 8.3 s as
+  the derived 4 × 1 (``benchmarks/sft_settings.py --arms no-ckpt@0,auto@0``, stop 55). (A first
+  version let the micro-batch also set the length groups: 4 similar-length sequences a step
+  instead of two random pairs, 156 of the 186 held-out tasks against the pairs' 168 — no more than
+  the pairs' own seed-to-seed spread, 157 on seed 1, but what was learned then hung on the
+  device's memory.) Without a plan (unknown model shape, MPS, a sharded launch whose
   DeepSpeed config is written first) or with ``grad_accum`` given, it is ``MICRO_BATCH_FALLBACK``.
 - **Gradient checkpointing** (``auto_checkpointing``): off when ``trajforge plan``'s peak for the
   run's widest micro-batch without it stays within ``CHECKPOINT_HEADROOM`` of the device's memory
@@ -171,6 +171,9 @@ def derive(cfg, params: int, demonstrations: int, world: int = 1):
     return cfg.model_copy(update=update), record
 
 
+NO_PLAN = "gradient checkpointing on: no memory plan for this model or device"
+
+
 def forced_checkpointing(cfg, shape, device: str, memory_bytes: float, processes: int = 1) -> str | None:
     """Why checkpointing is on whatever the plan says (a quantized base, a sharded run, no plan for
     this model or device), else None."""
@@ -179,7 +182,7 @@ def forced_checkpointing(cfg, shape, device: str, memory_bytes: float, processes
     if processes > 1 and cfg.distributed != "ddp":
         return f"gradient checkpointing on: --distributed {cfg.distributed} (sharded; the plan is unchecked there)"
     if shape is None or device not in ("cpu", "cuda") or not math.isfinite(memory_bytes):
-        return "gradient checkpointing on: no memory plan for this model or device"
+        return NO_PLAN
     return None
 
 
@@ -201,8 +204,7 @@ def auto_checkpointing(cfg, shape, workloads: list, device: str, memory_bytes: f
     of its ``processes``). ``shape``: the model's ``shapes.Shape``, None when unknown (then on)."""
     from trajforge.train.plan import GB
 
-    forced = forced_checkpointing(cfg, shape, device, memory_bytes, processes) if workloads else \
-        "gradient checkpointing on: no memory plan for this model or device"
+    forced = forced_checkpointing(cfg, shape, device, memory_bytes, processes) if workloads else NO_PLAN
     if forced:
         return True, forced
     peak = planned_peak_gb(cfg, shape, workloads, device, memory_bytes, processes, checkpointing=False)
@@ -222,7 +224,7 @@ def auto_micro_batch(cfg, shape, workloads_for, device: str, memory_bytes: float
 
     candidates = [1 << k for k in range(max(0, per_process).bit_length() - 1, -1, -1)] or [1]
     forced = forced_checkpointing(cfg, shape, device, memory_bytes, processes)
-    if forced and "no memory plan" in forced:
+    if forced == NO_PLAN:
         m = min(MICRO_BATCH_FALLBACK, candidates[0])
         return m, f"micro-batch {m}: no memory plan for this model or device"
     if cfg.gradient_checkpointing is not None:

@@ -489,7 +489,9 @@ def make_plan(shape: Shape, cfg, hw: Hardware, data=None, serve_max_len: int | N
 
     cfg, derived = derive(cfg, shape.params().total, data.samples if data is not None else samples, hw.gpus)
     notes = [f"derived: {why}" for why in derived.why]
-    if cfg.batch_size is None:  # train sft's derived micro-batch, for rows of max_len on this hardware
+    if cfg.batch_size is None and data is not None:  # read_data settled it for the data's micro-batches
+        cfg = cfg.model_copy(update={"batch_size": data.batch_size, "grad_accum": data.grad_accum})
+    elif cfg.batch_size is None:  # train sft's derived micro-batch, for rows of max_len on this hardware
         from trajforge.train.plan_data import settle_for
 
         cfg = settle_for(cfg, derived, shape, hw)

@@ -416,17 +416,13 @@ def settle_batch(cfg: SFTConfig, path: str, samples: list[Sample], runtime: Runt
     """``batch_size`` None (and ``grad_accum`` None) made concrete by ``defaults.settle_micro_batch``
     for this run's samples on this device; the main process decides for all."""
     from trajforge.train.defaults import accumulation, settle_micro_batch
-    from trajforge.train.plan_data import data_workloads
 
     world = runtime.world
     target = derived.effective_batch
 
     def workloads_for(m: int):  # the micro-batches this run would meet at micro-batch m
         at = cfg.model_copy(update={"batch_size": m, "grad_accum": accumulation(target, m, world)})
-        micro = run_rows(samples, at, world, derived_batch=True)
-        if cfg.max_steps > 0:
-            micro = micro[: cfg.max_steps * at.grad_accum * world]
-        return data_workloads(samples, micro)
+        return run_workloads(samples, run_rows(samples, at, world, derived_batch=True), at, world)
 
     # Under a user's own DeepSpeed or FSDP config no plan sizes the micro-batch (as for checkpointing).
     sharded = runtime.acc.distributed_type.name in ("DEEPSPEED", "FSDP")
