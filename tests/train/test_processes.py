@@ -59,3 +59,23 @@ def test_two_processes_train_the_same_adapter_as_one(store, tiny_model, tmp_path
     assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in ones], rel=1e-5)
     meta = json.loads((tmp_path / "two" / "trajforge_adapter.json").read_text())
     assert meta["config"]["grad_accum"] == 1 and (tmp_path / "two" / "accelerate.yaml").exists()
+
+
+@pytest.mark.slow
+def test_a_derived_micro_batch_learns_the_same_on_two_processes_as_on_one(store, tiny_model, tmp_path):
+    """No --batch-size or --grad-accum: one process settles a micro-batch of 4, two processes 2
+    each (the main process decides, broadcast as an int); the steps hold the same sequences
+    (sft.run_rows), so the adapters match."""
+    env = {**os.environ, "TRAJFORGE_DTYPE": "float32", "OMP_NUM_THREADS": "1"}
+    common = ["--data", str(store), "--model", tiny_model, "--r", "4", "--dropout", "0", "--lr", "1e-2",
+              "--max-steps", "2", "--replay-share", "0", "--device", "cpu", "--no-gradient-checkpointing"]
+    one = _cli(["sft", *common, "--out", str(tmp_path / "one")], env)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = _cli(["sft", *common, "--processes", "2", "--out", str(tmp_path / "two")], env)
+    assert two.returncode == 0, two.stderr[-3000:]
+    configs = [json.loads((tmp_path / d / "trajforge_adapter.json").read_text())["config"] for d in ("one", "two")]
+    assert [(c["batch_size"], c["grad_accum"]) for c in configs] == [(4, 1), (2, 1)]
+    a = load_file(str(tmp_path / "one" / "adapter_model.safetensors"))
+    b = load_file(str(tmp_path / "two" / "adapter_model.safetensors"))
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=2e-5)
