@@ -67,10 +67,14 @@ def return_freed_blocks() -> int:
     return _applied
 
 
+def _env_value() -> str:
+    return os.environ.get("TRAJFORGE_MMAP_THRESHOLD", "").strip()
+
+
 def threshold_decided() -> bool:
     """Whether this process's allocator is already settled: an earlier run set it, the demo's
     ``glibc_allocator`` holds it, or ``$TRAJFORGE_MMAP_THRESHOLD`` says what to do."""
-    return _applied is not None or bool(os.environ.get("TRAJFORGE_MMAP_THRESHOLD", "").strip())
+    return _applied is not None or bool(_env_value())
 
 
 def keep_glibc_threshold() -> None:
@@ -83,7 +87,7 @@ def keep_glibc_threshold() -> None:
 def mmap_threshold() -> int:
     """``$TRAJFORGE_MMAP_THRESHOLD`` in bytes (unset or empty: ``MMAP_THRESHOLD``); anything but an
     integer is refused by name (it crashed as a bare ``int()`` error in the training runtime)."""
-    raw = os.environ.get("TRAJFORGE_MMAP_THRESHOLD", "").strip()
+    raw = _env_value()
     if not raw:
         return MMAP_THRESHOLD
     try:

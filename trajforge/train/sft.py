@@ -398,8 +398,8 @@ def settle_host_allocator(cfg: SFTConfig, path: str, samples: list[Sample], micr
     from trajforge.train.defaults import auto_host_allocator, planned_peak_gb
     from trajforge.train.host_memory import keep_glibc_threshold, return_freed_blocks, threshold_decided
 
-    shape = shape_or_none(path)
-    if threshold_decided() or shape is None:
+    shape = None if threshold_decided() else shape_or_none(path)  # settled already: no plan needed
+    if shape is None:
         return_freed_blocks()
         return
     memory = device_memory_bytes(runtime)
