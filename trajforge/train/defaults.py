@@ -31,8 +31,9 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   the largest power of two up to one process's share of the effective batch whose planned peak
   (``trajforge plan``'s, for the run's own micro-batches at that size) fits ``CHECKPOINT_HEADROOM``
   of the device's memory without checkpointing; if none does, the largest that fits with it.
-  Accumulation makes up the rest of the effective batch, and the steps are composed as the fixed
-  micro-batch of 2 would compose them (``sft.run_rows``), so the learning is the same and only the
+  Accumulation makes up the rest of the effective batch, and the steps are composed without
+  looking at the micro-batch (``sft.run_rows``: two random length groups a step,
+  ``step_length_unit``; pairs at a step of 4 or less), so the learning is the same and only the
   cost differs: a larger micro-batch shares its prompt prefix among more rows (train/losses.py)
   and fills the device: one 4-sequence step of the demo's pool took 12.2 s as 2 × 2 and 8.3 s as
   the derived 4 × 1 (``benchmarks/sft_settings.py --arms no-ckpt@0,auto@0``, stop 55). (A first
@@ -243,6 +244,19 @@ def auto_micro_batch(cfg, shape, workloads_for, device: str, memory_bytes: float
     return 1, (f"micro-batch 1: even one sequence {'with' if modes[-1] else 'without'} checkpointing is planned "
                f"at {peak:.1f} GB, over {CHECKPOINT_HEADROOM:.0%} of the {memory_bytes / GB:.1f} GB of one "
                f"{device} process")
+
+
+def step_length_unit(step: int) -> int:
+    """Sequences of one length group in a derived micro-batch's run (``sft.run_rows``): half the
+    optimizer step, at least ``MICRO_BATCH_FALLBACK``. A step is two random length groups, sorted
+    by length and cut into micro-batches, so any micro-batch up to half the step is cut from one
+    group and pads as little as length grouping allows, while the step still mixes two random
+    parts of the data. ``benchmarks/composition.py --build`` (stop 56), a four-environment pool of
+    548 expert sequences of 537–4,075 tokens, 32-sequence steps: positions run per token of data
+    (padding in, shared prefixes once) at micro-batches 4 / 8 / 16 / 32 were 0.86 / 1.09 / 1.51 /
+    2.22 with the pairs this replaced (stop 55), 0.72 / 0.80 / 0.94 / 1.48 with half-step groups.
+    A step of up to 4 sequences (the demo's pool derives 4) keeps pairs, exactly as before."""
+    return max(MICRO_BATCH_FALLBACK, step // 2)
 
 
 def accumulation(effective_batch: int, micro_batch: int, processes: int = 1) -> int:

@@ -177,14 +177,15 @@ def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int,
 
 def run_rows(samples: list[Sample], cfg: SFTConfig, world: int, derived_batch: bool) -> list[list[int]]:
     """The run's micro-batches. A micro-batch the run derived from the device's memory
-    (``derived_batch``) only cuts the steps the fixed ``MICRO_BATCH_FALLBACK`` would compose: which
-    sequences make a step, and so what is learned, never depends on the device's memory."""
-    from trajforge.train.defaults import MICRO_BATCH_FALLBACK
+    (``derived_batch``) only cuts steps composed of ``defaults.step_length_unit`` groups, a size
+    the step alone sets: which sequences make a step, and so what is learned, never depends on the
+    device's memory."""
+    from trajforge.train.defaults import step_length_unit
 
     if not derived_batch:
         return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
-    return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed, unit=MICRO_BATCH_FALLBACK,
-                      step=cfg.batch_size * cfg.grad_accum * world)
+    step = cfg.batch_size * cfg.grad_accum * world
+    return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed, unit=step_length_unit(step), step=step)
 
 
 def sample_counts(rows: list[Sample]) -> dict[str, float]:
