@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/composition.py --data runs/demo/train_store [--step 32]
     .venv/bin/python benchmarks/composition.py --build /tmp/mix         # a four-environment pool
+    .venv/bin/python benchmarks/composition.py --data /tmp/mix --processes 4
 
 A run whose micro-batch is derived from the device's memory composes its optimizer steps without
 looking at the micro-batch (``sft.run_rows``), so what is learned never depends on the card; the
@@ -11,13 +12,15 @@ samples (tokenised by the real sequence builder, three seeds averaged):
 
 - ``pad``: padded positions ÷ real tokens (``sequences.collate``'s padding);
 - ``run``: positions the forward pass runs ÷ real tokens — the shared prompt prefix once per
-  micro-batch, each row's suffix after it (``losses.decoder_hidden``; the plan's count).
+  micro-batch, each row's suffix after it (``losses.decoder_hidden``; the plan's count). With
+  ``--processes N`` a step's micro-batches go round-robin to N processes (as ``sft.LoaderBatches``
+  shards them) and a step counts N × its busiest process: the others wait for it.
 
-Compositions: ``pairs`` (length groups of 2, the rule before stop 56), ``half-step``
-(``defaults.step_length_unit``: two length groups a step, the rule now), ``step`` (one length group
-a step: the least padding, no mix), and ``micro`` (groups of the micro-batch itself: what a
-``--batch-size`` the user gives does, which changes with the micro-batch). These are token counts,
-the same on every machine; what a step costs in seconds is ``benchmarks/sft_settings.py``'s.
+Compositions: ``pairs`` (random length pairs, the rule until stop 56), ``step``
+(``defaults.step_length_unit``: one length group a step, the rule now), ``half-step`` (two
+length groups a step), and ``micro`` (groups of the micro-batch itself: what a ``--batch-size``
+the user gives does, which changes with the micro-batch). These are token counts, the same on
+every machine; what a step costs in seconds is ``benchmarks/sft_settings.py``'s.
 """
 
 from __future__ import annotations
@@ -42,16 +45,27 @@ def build_pool(out: Path, n: int = 200, seed: int = 3) -> Path:
     return out
 
 
-def costs(samples, rows: list[list[int]]) -> tuple[int, int]:
-    """(padded positions, positions run) of the micro-batches ``rows``."""
+def micro_cost(samples, rows: list[int]) -> tuple[int, int]:
+    """(padded positions, positions run) of one micro-batch."""
     from trajforge.train.losses import MIN_SHARED_PREFIX
     from trajforge.train.plan_data import micro_batch
 
+    n, width, _, prefix = micro_batch([samples[i] for i in rows])
+    return n * width, prefix + n * (width - prefix) if n > 1 and prefix >= MIN_SHARED_PREFIX else n * width
+
+
+def costs(samples, rows: list[list[int]], per_step: int = 1, processes: int = 1) -> tuple[int, int]:
+    """(padded positions, positions run) of the micro-batches ``rows``, ``per_step`` of them a
+    step, on ``processes`` (round-robin): each step counts its busiest process's, times N."""
     padded = run = 0
-    for r in rows:
-        n, width, _, prefix = micro_batch([samples[i] for i in r])
-        padded += n * width
-        run += prefix + n * (width - prefix) if n > 1 and prefix >= MIN_SHARED_PREFIX else n * width
+    for k in range(0, len(rows), per_step):
+        busy = [[0, 0] for _ in range(processes)]
+        for j, r in enumerate(rows[k: k + per_step]):
+            p, c = micro_cost(samples, r)
+            busy[j % processes][0] += p
+            busy[j % processes][1] += c
+        padded += processes * max(b[0] for b in busy)
+        run += processes * max(b[1] for b in busy)
     return padded, run
 
 
@@ -60,8 +74,8 @@ def compositions(step: int, micro: int) -> dict[str, dict]:
     from trajforge.train.defaults import MICRO_BATCH_FALLBACK, step_length_unit
 
     return {"pairs": {"unit": MICRO_BATCH_FALLBACK, "step": step},
-            "half-step": {"unit": step_length_unit(step), "step": step},
-            "step": {"unit": step, "step": step},
+            "step": {"unit": step_length_unit(step), "step": step},
+            "half-step": {"unit": max(MICRO_BATCH_FALLBACK, step // 2), "step": step},
             "micro": {"unit": micro}}
 
 
@@ -70,7 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--data", type=Path, help="a trajectory store")
     ap.add_argument("--build", type=Path, help="build the four-environment pool here first (~1 min), then use it")
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--step", type=int, default=32, help="sequences per optimizer step")
+    ap.add_argument("--step", type=int, default=32, help="sequences per optimizer step (all processes)")
+    ap.add_argument("--processes", type=int, default=1, help="data-parallel processes sharing a step")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -88,18 +103,21 @@ def main(argv: list[str] | None = None) -> dict:
     real = sum(len(s.input_ids) for s in samples)
     lengths = sorted(len(s.input_ids) for s in samples)
     print(f"{len(samples)} samples, {real} tokens, lengths {lengths[0]}–{lengths[-1]} (median "
-          f"{lengths[len(lengths) // 2]}); a step of {args.step} sequences")
-    micros = [1 << k for k in range(args.step.bit_length()) if 1 << k <= args.step]
+          f"{lengths[len(lengths) // 2]}); a step of {args.step} sequences on {args.processes} process(es)")
+    share = args.step // args.processes
+    micros = [1 << k for k in range(share.bit_length()) if 1 << k <= share]
     table: dict[str, dict[int, dict[str, float]]] = {}
     for m in micros:
         for name, kw in compositions(args.step, m).items():
-            per = [costs(samples, epoch_rows(samples, 1.0, m, seed, **kw)) for seed in range(args.seeds)]
+            per = [costs(samples, epoch_rows(samples, 1.0, m, seed, **kw), args.step // m, args.processes)
+                   for seed in range(args.seeds)]
             table.setdefault(name, {})[m] = {"pad": round(sum(p for p, _ in per) / len(per) / real, 3),
                                              "run": round(sum(r for _, r in per) / len(per) / real, 3)}
     print(f"\n{'micro-batch':>11s}  " + "  ".join(f"{n + ' pad/run':>20s}" for n in table))
     for m in micros:
         print(f"{m:11d}  " + "  ".join(f"{table[n][m]['pad']:9.3f} {table[n][m]['run']:10.3f}" for n in table))
-    out = {"store": str(store), "samples": len(samples), "tokens": real, "step": args.step, "table": table}
+    out = {"store": str(store), "samples": len(samples), "tokens": real, "step": args.step,
+           "processes": args.processes, "table": table}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return out

@@ -263,37 +263,37 @@ def test_train_sft_sizes_its_micro_batch_for_its_device(tiny_model, expert_trajs
 
 def test_the_derived_micro_batch_never_changes_which_sequences_make_a_step():
     """The memory knob is a cost, not a learning setting: at any derived micro-batch a step holds
-    the same sequences (two random length groups of half the step, ``step_length_unit``); only how
-    they are cut, sorted by length within the step, differs."""
+    the same sequences (one length group a step, ``step_length_unit``); only how they are cut,
+    sorted by length within the step, differs."""
     import random
 
-    from trajforge.train.defaults import step_length_unit
+    from trajforge.train.defaults import PAIRED_STEP, step_length_unit
     from trajforge.train.sequences import Sample
     from trajforge.train.sft import epoch_rows, run_rows
 
     rng = random.Random(3)
     samples = [Sample([1] * rng.randint(300, 900), [0] * 10) for _ in range(203)]
-    assert step_length_unit(16) == 8
-    halves = epoch_rows(samples, 1.0, 8, 0)  # groups of 8, two a step of 16
-    half_steps = [sorted(i for rows in halves[k: k + 2] for i in rows) for k in range(0, len(halves), 2)]
+    assert step_length_unit(16) == 16
+    groups = [sorted(rows) for rows in epoch_rows(samples, 1.0, 16, 0)]  # one length group of 16 a step
     for m in (1, 2, 4, 8, 16):
         cfg = SFTConfig(batch_size=m, grad_accum=16 // m, epochs=1.0)
         new = run_rows(samples, cfg, world=1, derived_batch=True)
         per = 16 // m
         steps = [sorted(i for rows in new[k: k + per] for i in rows) for k in range(0, len(new), per)]
-        assert steps == half_steps
+        assert steps == groups
         assert all(len(rows) == m for rows in new[:-1])
     # Two processes of 8 cut the same steps as one process of 16.
     two = run_rows(samples, SFTConfig(batch_size=8, grad_accum=1, epochs=1.0), world=2, derived_batch=True)
-    assert [sorted(two[k] + two[k + 1]) for k in range(0, len(two) - 1, 2)] == half_steps[: len(two) // 2]
-    # Less padding than the pairs of stop 55 at micro-batches of 8 and 16: one length group each.
+    assert [sorted(two[k] + two[k + 1]) for k in range(0, len(two) - 1, 2)] == groups[: len(two) // 2]
+    # Less padding than the random pairs of stop 55 at micro-batches of 8 and 16.
     padded = lambda micro: sum(max(len(samples[i].input_ids) for i in r) * len(r) for r in micro)
     for m in (8, 16):
         pairs = epoch_rows(samples, 1.0, m, 0, unit=MICRO_BATCH_FALLBACK, step=16)
         ours = run_rows(samples, SFTConfig(batch_size=m, grad_accum=16 // m, epochs=1.0), world=1, derived_batch=True)
         assert padded(ours) < 0.95 * padded(pairs)
-    # A step of 4 or less keeps the pairs (the demo pool's no-flag run, 4 × 1, is unchanged).
-    assert step_length_unit(4) == step_length_unit(2) == MICRO_BATCH_FALLBACK
+    # A step of PAIRED_STEP or less keeps the pairs (the demo pool's no-flag run, 4 × 1, is unchanged).
+    assert PAIRED_STEP == 4 and step_length_unit(4) == step_length_unit(2) == MICRO_BATCH_FALLBACK
+    assert step_length_unit(8) == 8
     assert (run_rows(samples, SFTConfig(batch_size=4, grad_accum=1, epochs=1.0), 1, True)
             == epoch_rows(samples, 1.0, 4, 0, unit=MICRO_BATCH_FALLBACK, step=4))
     # A micro-batch the user gave groups by itself, as always.

@@ -32,8 +32,8 @@ the ~100 steps its data gives (the demo measured 10% held-out with them, 67% wit
   (``trajforge plan``'s, for the run's own micro-batches at that size) fits ``CHECKPOINT_HEADROOM``
   of the device's memory without checkpointing; if none does, the largest that fits with it.
   Accumulation makes up the rest of the effective batch, and the steps are composed without
-  looking at the micro-batch (``sft.run_rows``: two random length groups a step,
-  ``step_length_unit``; pairs at a step of 4 or less), so the learning is the same and only the
+  looking at the micro-batch (``sft.run_rows``: one length group a step, ``step_length_unit``;
+  random pairs at a step of 4 or less), so the learning is the same and only the
   cost differs: a larger micro-batch shares its prompt prefix among more rows (train/losses.py)
   and fills the device: one 4-sequence step of the demo's pool took 12.2 s as 2 × 2 and 8.3 s as
   the derived 4 × 1 (``benchmarks/sft_settings.py --arms no-ckpt@0,auto@0``, stop 55). (A first
@@ -83,6 +83,11 @@ MICRO_BATCH_FALLBACK = 2
 """The micro-batch where no plan sizes one: a model of unknown shape, a device the plan has no
 budget for (MPS), a sharded run (its DeepSpeed config is written before its processes see their
 devices), or a run whose ``grad_accum`` was given (the effective batch is then the user's)."""
+PAIRED_STEP = 4
+"""Steps of at most this many sequences keep random length pairs (``step_length_unit``): at 4
+(what the demo's pool derives) the pairs learnt 169 and 157 of the 186 held-out tasks on seeds 0
+and 1 and one group of 4 156 on seed 0 (stop 55), while their costs differ by 3% (0.56 and 0.54
+positions run per token, ``benchmarks/composition.py``): nothing measured favours changing them."""
 GLIBC_RETENTION = 3.0
 """How far above the plan's peak a CPU run's resident set may climb under glibc's dynamic mmap
 threshold (freed activations stay in the heap). Measured: 2.2× (stop 55's no-flag run, 11.0 GB
@@ -247,16 +252,18 @@ def auto_micro_batch(cfg, shape, workloads_for, device: str, memory_bytes: float
 
 
 def step_length_unit(step: int) -> int:
-    """Sequences of one length group in a derived micro-batch's run (``sft.run_rows``): half the
-    optimizer step, at least ``MICRO_BATCH_FALLBACK``. A step is two random length groups, sorted
-    by length and cut into micro-batches, so any micro-batch up to half the step is cut from one
-    group and pads as little as length grouping allows, while the step still mixes two random
-    parts of the data. ``benchmarks/composition.py --build`` (stop 56), a four-environment pool of
-    548 expert sequences of 537–4,075 tokens, 32-sequence steps: positions run per token of data
-    (padding in, shared prefixes once) at micro-batches 4 / 8 / 16 / 32 were 0.86 / 1.09 / 1.51 /
-    2.22 with the pairs this replaced (stop 55), 0.72 / 0.80 / 0.94 / 1.48 with half-step groups.
-    A step of up to 4 sequences (the demo's pool derives 4) keeps pairs, exactly as before."""
-    return max(MICRO_BATCH_FALLBACK, step // 2)
+    """Sequences of one length group in a derived micro-batch's run (``sft.run_rows``): the whole
+    optimizer step (all processes' micro-batches together), or pairs (``MICRO_BATCH_FALLBACK``)
+    for a step of at most ``PAIRED_STEP`` sequences. A step of one length group is what
+    transformers' ``group_by_length`` samples (its groups are a process's micro-batch ×
+    accumulation): whatever the device makes of it, every micro-batch is cut from similar lengths,
+    and processes get micro-batches of similar cost, where the step waits for the slowest.
+    ``benchmarks/composition.py --build`` (stop 56), a four-environment pool of 548 expert
+    sequences of 537–4,075 tokens, 32-sequence steps: positions run per token of data (padding in,
+    shared prefixes once) at micro-batches 4 / 8 / 16 / 32 were 0.86 / 1.09 / 1.51 / 2.22 with the
+    random pairs of stop 55, 0.72 / 0.74 / 0.82 / 1.04 with one group a step; on 2, 4 or 8
+    processes at accumulation 1, 2.23 / 2.13 / 2.03 against 1.02 each."""
+    return step if step > PAIRED_STEP else MICRO_BATCH_FALLBACK
 
 
 def accumulation(effective_batch: int, micro_batch: int, processes: int = 1) -> int:

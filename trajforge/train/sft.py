@@ -177,8 +177,8 @@ def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int,
 
 def run_rows(samples: list[Sample], cfg: SFTConfig, world: int, derived_batch: bool) -> list[list[int]]:
     """The run's micro-batches. A micro-batch the run derived from the device's memory
-    (``derived_batch``) only cuts steps composed of ``defaults.step_length_unit`` groups, a size
-    the step alone sets: which sequences make a step, and so what is learned, never depends on the
+    (``derived_batch``) only cuts steps composed of ``defaults.step_length_unit`` length groups, a
+    size the step alone sets: which sequences make a step, and so what is learned, never depends on the
     device's memory."""
     from trajforge.train.defaults import step_length_unit
 
