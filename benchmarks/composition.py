@@ -19,7 +19,7 @@ samples (tokenised by the real sequence builder, three seeds averaged):
 Compositions: ``pairs`` (random length pairs, the rule until stop 56), ``step``
 (``defaults.step_length_unit``: one length group a step, the rule now), ``half-step`` (two
 length groups a step), and ``micro`` (groups of the micro-batch itself: what a ``--batch-size``
-the user gives does, which changes with the micro-batch). These are token counts, the same on
+the user gave did until stop 56; it now groups by its step). These are token counts, the same on
 every machine; what a step costs in seconds is ``benchmarks/sft_settings.py``'s.
 """
 

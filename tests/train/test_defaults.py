@@ -296,8 +296,11 @@ def test_the_derived_micro_batch_never_changes_which_sequences_make_a_step():
     assert step_length_unit(8) == 8
     assert (run_rows(samples, SFTConfig(batch_size=4, grad_accum=1, epochs=1.0), 1, True)
             == epoch_rows(samples, 1.0, 4, 0, unit=MICRO_BATCH_FALLBACK, step=4))
-    # A micro-batch the user gave groups by itself, as always.
+    # A micro-batch the user gave groups by its step: by itself at accumulation 1 on one process,
+    # as always; else the step, so that processes sharing it get rows of similar length.
     assert run_rows(samples, SFTConfig(batch_size=4, grad_accum=1, epochs=1.0), 1, False) == epoch_rows(samples, 1.0, 4, 0)
+    given = run_rows(samples, SFTConfig(batch_size=4, grad_accum=2, epochs=1.0), 2, False)
+    assert [sorted(sum(given[k: k + 4], [])) for k in range(0, len(given) - 3, 4)] == groups[: len(given) // 4]
 
 
 # ---- host allocator (CPU): auto ---------------------------------------------------------------------

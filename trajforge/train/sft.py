@@ -176,16 +176,18 @@ def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int,
 
 
 def run_rows(samples: list[Sample], cfg: SFTConfig, world: int, derived_batch: bool) -> list[list[int]]:
-    """The run's micro-batches. A micro-batch the run derived from the device's memory
-    (``derived_batch``) only cuts steps composed of ``defaults.step_length_unit`` length groups, a
-    size the step alone sets: which sequences make a step, and so what is learned, never depends on the
-    device's memory."""
+    """The run's micro-batches: each optimizer step (all processes' micro-batches) one length
+    group, sorted by length and cut. A micro-batch the run derived from the device's memory
+    (``derived_batch``) cuts steps of ``defaults.step_length_unit`` groups, a size the step alone
+    sets: which sequences make a step, and so what is learned, never depends on the device's
+    memory. A micro-batch the user gives groups by its step too (at accumulation 1 on one process,
+    its own size, as before stop 56): processes sharing a step get rows of similar length, where
+    the step waits for the slowest (``benchmarks/composition.py``)."""
     from trajforge.train.defaults import step_length_unit
 
-    if not derived_batch:
-        return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed)
     step = cfg.batch_size * cfg.grad_accum * world
-    return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed, unit=step_length_unit(step), step=step)
+    unit = step_length_unit(step) if derived_batch else step
+    return epoch_rows(samples, cfg.epochs, cfg.batch_size, cfg.seed, unit=unit, step=step)
 
 
 def sample_counts(rows: list[Sample]) -> dict[str, float]:
