@@ -1,17 +1,7 @@
 """benchmarks/composition.py at toy size: its padded count is what ``sequences.collate`` pads, its
 run count takes the shared prefix once, and it reports every composition at every micro-batch."""
 
-import importlib.util
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "composition.py"
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("composition", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from benchmarks import composition as bench
 
 
 def test_composition_counts_what_collate_pads_and_reports_every_arm(tiny_model, expert_trajs, tmp_path):
@@ -24,7 +14,6 @@ def test_composition_counts_what_collate_pads_and_reports_every_arm(tiny_model, 
     store = TrajectoryStore(tmp_path / "store")
     for t in expert_trajs:
         store.append(t)
-    bench = load_bench()
     out = bench.main(["--data", str(tmp_path / "store"), "--model", tiny_model, "--step", "8", "--seeds", "2"])
     assert set(out["table"]) == {"pairs", "half-step", "step", "micro"}
     assert all(set(arm) == {1, 2, 4, 8} for arm in out["table"].values())
