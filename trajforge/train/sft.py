@@ -176,13 +176,13 @@ def epoch_rows(samples: list[Sample], epochs: float, batch_size: int, seed: int,
 
 
 def run_rows(samples: list[Sample], cfg: SFTConfig, world: int, derived_batch: bool) -> list[list[int]]:
-    """The run's micro-batches: each optimizer step (all processes' micro-batches) one length
-    group, sorted by length and cut. A micro-batch the run derived from the device's memory
-    (``derived_batch``) cuts steps of ``defaults.step_length_unit`` groups, a size the step alone
-    sets: which sequences make a step, and so what is learned, never depends on the device's
-    memory. A micro-batch the user gives groups by its step too (at accumulation 1 on one process,
-    its own size, as before stop 56): processes sharing a step get rows of similar length, where
-    the step waits for the slowest (``benchmarks/composition.py``)."""
+    """The run's micro-batches: each optimizer step's sequences (all processes' micro-batches)
+    sorted by length and cut. A micro-batch the run derived from the device's memory
+    (``derived_batch``) cuts steps of ``defaults.step_length_unit`` length groups (the step, or
+    pairs at a small step), sizes the step alone sets: which sequences make a step, and so what is
+    learned, never depends on the device's memory. A micro-batch the user gives groups by its step
+    (at accumulation 1 on one process its own size, as before stop 56): processes sharing a step
+    get rows of similar length, where the step waits for the slowest (``benchmarks/composition.py``)."""
     from trajforge.train.defaults import step_length_unit
 
     step = cfg.batch_size * cfg.grad_accum * world
