@@ -53,6 +53,8 @@ from trajforge.train.shapes import Shape
 
 GB = 1e9
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+ADAPTER_BYTES = 4
+"""LoRA weights stay fp32 under a bf16/fp16 base, so the adapter branch computes in fp32."""
 NF4_BYTES = 4.127 / 8
 """NF4 with double quantization: 4 bits + 8-bit absmax per 64 + fp32 per 256 blocks (QLoRA paper)."""
 LORA_BYTES = 16
@@ -178,8 +180,15 @@ def layer_bytes_per_token(shape: Shape, s: int, r: int, targets: list[str], drop
 
     - each RMSNorm: its fp32 input copy and 1/rms (4H + 4);
     - each LoRA-targeted linear with input width d: dropout's output and mask, and lora_A's output
-      (s·r); frozen linears keep nothing (no weight gradient). CUDA's fused dropout keeps a 1-byte
-      mask, the CPU kernel a noise tensor as wide as the input (s bytes);
+      (r wide); frozen linears keep nothing (no weight gradient). CUDA's fused dropout keeps a
+      1-byte mask. peft casts a bf16 input to the fp32 adapter first, so the CPU kernel's noise
+      tensor is fp32 (``ADAPTER_BYTES`` per element, whatever ``s`` is); under bf16 autocast
+      lora_A then keeps its own ``s``-wide copy of its input, so without dropout too each adapted
+      linear keeps one (in fp32 there is no cast, and linears sharing an input share it). Stop
+      56, this CPU, bf16, no checkpointing, whole ``train sft`` runs (resident peak, 1 MiB
+      allocator): the four-environment pool of ``benchmarks/composition.py`` at 8 × 2,376 tokens
+      23.34 GB, planned 18.9 with the noise at ``s`` and 23.07 now; 4 × 3,640 22.86, planned 17.2
+      and 21.0 now; the demo's pool at 4 × 928 5.88, planned 4.98 and 5.79 now;
     - attention (SDPA): q, k, v after RoPE, the output and the log-sum-exp; with padding
       transformers repeats k and v to all heads (``repeat_kv``) instead of SDPA's GQA mode;
     - the gated MLP: gate's output, its activation and up's output (3·s·I).
@@ -188,10 +197,12 @@ def layer_bytes_per_token(shape: Shape, s: int, r: int, targets: list[str], drop
     norms = shape.norms_per_layer * (4 * h + 4)
     inputs = {name: d_in for name, (d_in, _) in shape.linears().items() if name in targets}
     if dropout > 0:
-        mask = 1 if device == "cuda" else s
+        mask = 1 if device == "cuda" else ADAPTER_BYTES
         lora = sum((s + mask) * d + s * r for d in inputs.values())
-    else:  # nn.Identity: lora_A keeps its input itself, once per distinct input
+    elif s == ADAPTER_BYTES:  # nn.Identity, no cast: lora_A keeps the layer's input, once per distinct input
         lora = s * sum(set(inputs.values())) + s * r * len(inputs)
+    else:  # each adapted linear keeps its own autocast copy of its (fp32-cast) input
+        lora = s * sum(inputs.values()) + s * r * len(inputs)
     kv = shape.q_dim if padded else shape.kv_dim
     attention = s * (2 * shape.q_dim + 2 * kv) + 4 * shape.heads
     mlp = 3 * s * i
