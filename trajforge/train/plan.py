@@ -54,7 +54,8 @@ from trajforge.train.shapes import Shape
 GB = 1e9
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ADAPTER_BYTES = 4
-"""LoRA weights stay fp32 under a bf16/fp16 base, so the adapter branch computes in fp32."""
+"""LoRA weights stay fp32 under a bf16/fp16 base, and peft casts the branch's input to them: its
+dropout runs in fp32 (its matmuls, under autocast, in bf16)."""
 NF4_BYTES = 4.127 / 8
 """NF4 with double quantization: 4 bits + 8-bit absmax per 64 + fp32 per 256 blocks (QLoRA paper)."""
 LORA_BYTES = 16
