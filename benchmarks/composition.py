@@ -47,11 +47,11 @@ def build_pool(out: Path, n: int = 200, seed: int = 3) -> Path:
 
 def micro_cost(samples, rows: list[int]) -> tuple[int, int]:
     """(padded positions, positions run) of one micro-batch."""
-    from trajforge.train.losses import MIN_SHARED_PREFIX
+    from trajforge.train.plan import Workload, positions_run
     from trajforge.train.plan_data import micro_batch
 
-    n, width, _, prefix = micro_batch([samples[i] for i in rows])
-    return n * width, prefix + n * (width - prefix) if n > 1 and prefix >= MIN_SHARED_PREFIX else n * width
+    n, width, loss, prefix = micro_batch([samples[i] for i in rows])
+    return n * width, positions_run(Workload(rows=n, width=width, loss_tokens=loss, prefix=prefix))
 
 
 def costs(samples, rows: list[list[int]], per_step: int = 1, processes: int = 1) -> tuple[int, int]:

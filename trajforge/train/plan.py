@@ -295,6 +295,15 @@ class ActivationPeak(NamedTuple):
     """LM-head logits alive at the peak (bytes)."""
 
 
+def positions_run(work: Workload, share_prefix: bool = True) -> int:
+    """Positions a micro-batch's forward pass runs: every row's, or with a shared prompt prefix
+    (``losses.decoder_hidden``: more than one row, at least ``MIN_SHARED_PREFIX`` tokens) the
+    prefix once and each row's suffix."""
+    if share_prefix and work.rows > 1 and work.prefix >= MIN_SHARED_PREFIX:
+        return work.prefix + work.rows * (work.width - work.prefix)
+    return work.rows * work.width
+
+
 def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> ActivationPeak:
     """What one micro-batch's forward and backward hold at their highest point. Two candidates:
     the LM head's backward (every layer's saved activations or checkpointed inputs still alive,
@@ -305,11 +314,10 @@ def activation_peak(shape: Shape, cfg, work: Workload, s: int, device: str) -> A
     layers = shape.adapted_layers(cfg.lora_layers)
     per_token = layer_bytes_per_token(shape, s, cfg.r, cfg.targets, cfg.dropout, device)
     per_token += eager_scores_bytes(shape, s, work.width)
-    tokens = work.rows * work.width
-    shared = cfg.share_prefix and not cfg.gradient_checkpointing and work.rows > 1
+    shared = cfg.share_prefix and not cfg.gradient_checkpointing
+    tokens = positions_run(work, shared)
     expanded = 0.0
-    if shared and work.prefix >= MIN_SHARED_PREFIX:  # the prefix runs once; its KV is expanded to every row
-        tokens = work.prefix + work.rows * (work.width - work.prefix)
+    if tokens < work.rows * work.width:  # the prefix ran once; its KV is expanded to every row
         expanded = layers * work.rows * work.prefix * 2 * s * (shape.kv_dim + shape.q_dim)
     # The final norm's fp32 input, the boolean attention mask, the loss positions' hidden states.
     model = tokens * (4 * shape.hidden + 4) + work.rows * work.width ** 2 + work.loss_tokens * s * shape.hidden
