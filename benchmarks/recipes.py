@@ -80,6 +80,8 @@ from rich.table import Table
 console = Console()
 RECIPES = ("sft", "repair", "retrieval", "worlds", "compose", "rephrase", "defaults", "rft", "dpo", "dpo-online", "grpo")
 FROM_SFT = ("dpo", "dpo-online", "grpo")  # start from the sft adapter (rft from --rft-from's)
+SQL_ONLY = ("worlds", "compose", "rephrase")  # their pools are built from the SQL generator
+HELDOUT_N = 186  # another environment's held-out split: as many as SQL's two databases give
 DEMO_RECIPE = dict(epochs=2.0, lr=1e-3, batch_size=4, grad_accum=1, dropout=0.0, gradient_checkpointing=False)
 
 
@@ -90,6 +92,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=260, help="tasks of the training pool (the demo's 260)")
     ap.add_argument("--heldout-dbs", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1],
                     help="databases whose held-out tasks are evaluated (93 each)")
+    ap.add_argument("--env", default="sql",
+                    help="the environment (sql, travel, web, code); recipes but sql's own: "
+                         + ", ".join(r for r in RECIPES if r not in SQL_ONLY))
+    ap.add_argument("--heldout-n", type=int, default=HELDOUT_N,
+                    help="held-out tasks of an environment other than sql (the first of its held-out space)")
     ap.add_argument("--recipes", default=",".join(RECIPES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rft-attempts", type=int, default=4)
@@ -133,6 +140,11 @@ def main() -> None:
     unknown = set(wanted) - set(RECIPES)
     if unknown:
         ap.error(f"unknown recipes {sorted(unknown)}; use {', '.join(RECIPES)}")
+    used = set(wanted) | ({args.rft_from} if "rft" in wanted else set())
+    sql_only = sorted(used & set(SQL_ONLY))
+    if args.env != "sql" and sql_only:
+        ap.error(f"recipes {sql_only} build SQL pools (worlds, compose grids, rephrasings); --env {args.env} "
+                 f"runs {', '.join(r for r in RECIPES if r not in SQL_ONLY)}")
     if "rft" in wanted or set(FROM_SFT) & set(wanted):  # they start from sft (rft: --rft-from): those go first
         first = list(dict.fromkeys(["sft"] + ([args.rft_from] if "rft" in wanted else [])))
         wanted = first + [r for r in wanted if r not in first]
@@ -175,11 +187,17 @@ def task_splits(args) -> dict[str, list]:
     database in ``--heldout-dbs``. The SQL generator's space holds 93 held-out tasks per database
     (held-out entities and templates), so two databases give the ≥ 150 a 5-point change needs.
     Held-out tasks of another database ask the same held-out questions of other rows: nothing of
-    them is in training either way (tests: test_recipes_heldout_never_meets_train)."""
-    from trajforge.envs.sql.tasks import generate_sql_tasks, generator
+    them is in training either way (tests: test_recipes_heldout_never_meets_train). Another
+    environment (``--env``) draws the first ``--heldout-n`` tasks of its own held-out space."""
+    from trajforge.envs.registry import env_spec
+    from trajforge.envs.sql.tasks import generator
 
-    tasks = generate_sql_tasks(args.n, args.seed).tasks
-    heldout = [t for db in args.heldout_dbs for t in generator(db).heldout_space(args.seed).tasks]
+    spec = env_spec(args.env)
+    tasks = spec.generate(args.n, args.seed).tasks
+    if args.env == "sql":
+        heldout = [t for db in args.heldout_dbs for t in generator(db).heldout_space(args.seed).tasks]
+    else:  # one world's held-out space (thousands of tasks: held-out entities, templates, tool pairs)
+        heldout = spec.world_generator(0).heldout_space(args.seed, most=args.heldout_n).tasks
     return {"train": [t for t in tasks if t.split == "train"], "test": [t for t in tasks if t.split == "test"],
             "heldout": heldout}
 

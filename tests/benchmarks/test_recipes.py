@@ -11,7 +11,7 @@ from trajforge.envs.sql.tasks import TEMPLATES, heldout_values
 
 @pytest.fixture(scope="module")
 def split():
-    return task_splits(Namespace(n=260, seed=0, heldout_dbs=[0, 1]))
+    return task_splits(Namespace(env="sql", n=260, seed=0, heldout_dbs=[0, 1], heldout_n=186))
 
 
 @pytest.mark.slow
@@ -37,3 +37,24 @@ def test_by_template_counts_solved_tasks_per_template(split):
     assert counts["product_stock"] == [3, len(stock)]
     assert sum(n for _, n in counts.values()) == len(heldout)
     assert sum(k for k, _ in counts.values()) == 3
+
+
+@pytest.mark.slow
+def test_recipes_heldout_of_another_environment_never_meets_train():
+    """``--env travel``: the demo-sized pool's train split, 186 held-out tasks from travel's own
+    held-out space; no held-out city or template in a train task, no train question among them."""
+    from trajforge.envs.travel.cities import HELDOUT_CITIES
+    from trajforge.envs.travel.tasks import TEMPLATES as TRAVEL
+
+    split = task_splits(Namespace(env="travel", n=260, seed=0, heldout_dbs=[0, 1], heldout_n=186))
+    train, heldout = split["train"], split["heldout"]
+    assert (len(train), len(heldout)) == (182, 186)
+    assert {t.env for t in train + heldout} == {"travel"} and {t.split for t in heldout} == {"heldout"}
+    held_templates = {t.id for t in TRAVEL if t.heldout_only}
+    assert held_templates <= {t.template for t in heldout}
+    assert not held_templates & {t.template for t in train}
+    for task in train:
+        assert not set(HELDOUT_CITIES) & set(map(str, task.entities.values())), task.id
+    assert set(HELDOUT_CITIES) & {str(v) for t in heldout for v in t.entities.values()}
+    assert not {t.prompt for t in heldout} & {t.prompt for t in train}
+    assert len({t.id for t in heldout}) == len(heldout)

@@ -24,7 +24,7 @@ from tests.envs.mcp.test_mcp import kv_task, write_env
 ENV_KINDS = {
     "sql": {"wrong_table", "wrong_column", "misplaced_column", "collapsed_join", "wrong_entity", "nearest_template", "intermediate",
             "premature_answer"},
-    "travel": {"wrong_entity", "bad_date", "nearest_template", "intermediate"},
+    "travel": {"sold_out", "wrong_entity", "bad_date", "nearest_template", "intermediate"},
     "web": {"wrong_entity", "bad_url", "intermediate"},
     "code": {"wrong_solution", "intermediate", "bad_path"},
 }
@@ -53,7 +53,7 @@ def mistaken(traj: Trajectory) -> str | None:
     return next((s.mistake for s in traj.steps if s.mistake), None)
 
 
-@pytest.mark.parametrize("env,n_tasks,samples", [("sql", 6, 8), ("travel", 6, 7), ("web", 3, 6), ("code", 1, 6)])
+@pytest.mark.parametrize("env,n_tasks,samples", [("sql", 6, 8), ("travel", 6, 8), ("web", 3, 6), ("code", 1, 6)])
 def test_every_repair_episode_grades_recovered(env, n_tasks, samples):
     train_pool(env)
     t0 = time.perf_counter()
@@ -130,6 +130,32 @@ def test_a_premature_answer_is_refused_for_real_and_both_mistaken_turns_are_mask
     assert guesser(task, 0).kind == "premature_answer"
 
 
+def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references_option():
+    """Travel's measured natural error: the search lists an option as sold out, the model books it
+    anyway. The mistake books the first such option listed before the reference's; the environment
+    refuses it (and says what to book instead), and the fix books the reference's option."""
+    pool = list(train_pool("travel"))
+    fits = [(t, m) for t in pool for m in env_spec("travel").mistakes(t, pool) if m.kind == "sold_out"]
+    assert fits, "no train task's search lists a sold-out option"
+    task, m = fits[0]
+    [wrong] = m.calls
+    right = task.reference[m.at]
+    key = "flight_id" if wrong.name == "book_flight" else "hotel_id"
+    assert wrong.name == right.name and wrong.arguments[key] != right.arguments[key]
+    assert {k: v for k, v in wrong.arguments.items() if k != key} == {k: v for k, v in right.arguments.items() if k != key}
+    assert m.recovery.startswith(f"{wrong.arguments[key]} is sold out, as the search said; I'll book {right.arguments[key]}")
+    [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered" and traj.verdict.correct
+    step = next(s for s in traj.steps if s.mistake)
+    [result] = step.results
+    assert result.error == "sold_out" and "the search lists with" in result.content
+    # the search the mistake follows really listed that option as sold out
+    search = traj.steps[traj.steps.index(step) - 1].results[0].content
+    assert any(line.startswith(wrong.arguments[key]) and line.endswith("| sold out") for line in search.splitlines())
+    # it leads: one sample per task teaches it wherever it fits
+    assert "sold_out" in LEADING_KINDS and Planner(pool)(task, 0).kind == "sold_out"
+
+
 def test_the_planner_plays_a_structural_mistake_first_wherever_one_fits():
     """One repair sample per task (the recipes' setting) teaches the structural mistakes on every
     task one fits, a collapsed join before a dropped one; the other tasks keep the rotation, so
@@ -139,7 +165,8 @@ def test_the_planner_plays_a_structural_mistake_first_wherever_one_fits():
     fitting = {t.id: [k for k in LEADING_KINDS if k in {m.kind for m in env_spec("sql").mistakes(t, pool)}]
                for t in pool}
     fits = [t for t in pool if fitting[t.id]]
-    assert len(fits) >= 5 and any(fitting[t.id] == list(LEADING_KINDS) for t in fits)
+    sql_kinds = [k for k in LEADING_KINDS if k != "sold_out"]  # sold_out is travel's
+    assert len(fits) >= 5 and any(fitting[t.id] == sql_kinds for t in fits)
     assert all(planner(t, 0).kind == fitting[t.id][0] for t in fits)
     assert all(planner(t, len(fitting[t.id])).kind not in LEADING_KINDS for t in fits)
     rest = {planner(t, 0).kind for t in pool if t not in fits}
@@ -196,8 +223,9 @@ def test_mistakes_leave_the_rest_of_the_reference_valid():
             for m in hook(task, pool):
                 assert 0 <= m.at < len(task.reference)
                 # premature_answer's last call submits before any query succeeded: refused, not
-                # taken (SqlEnv.refuse_unsupported; the test above runs it); its others only read
-                calls = m.calls[:-1] if m.kind == "premature_answer" else m.calls
+                # taken (SqlEnv.refuse_unsupported; the test above runs it); its others only read.
+                # sold_out books an option its search listed as sold out: refused too (tested above)
+                calls = m.calls[:-1] if m.kind in ("premature_answer", "sold_out") else m.calls
                 assert not any(c.name in writes for c in calls), m
                 assert not any(c.name == "click" and c.arguments["element"] in labels for c in m.calls), m
 

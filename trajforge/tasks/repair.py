@@ -48,17 +48,20 @@ REASON_KINDS = {
     "empty_result_submitted": "wrong_entity", "logic_break": "intermediate", "wrong_answer": "nearest_template",
     "tests_failed": "wrong_solution", "missing_function": "wrong_solution", "bad_path": "bad_path",
     "not_found": "intermediate", "guessed_answer": "premature_answer", "unsupported_answer": "premature_answer",
+    "sold_out": "sold_out",
 }
 """A measured fail reason → the kind of mistake that teaches its recovery."""
 
-LEADING_KINDS = ("collapsed_join", "misplaced_column")
+LEADING_KINDS = ("collapsed_join", "misplaced_column", "sold_out")
 """Kinds a task plays first wherever they fit, in this order, ahead of the rotation: the mistakes
 held-out questions actually make (``collapsed_join``: the best recipe's natural errors, stop 50).
 On the SQL benchmark's 186 held-out tasks (``benchmarks/recipes.py``, stop 22) the ``no_such_column`` errors were a right column on a table the query had not joined,
 not spelling slips, and self-repair taught on a rotation (9 ``misplaced_column`` episodes of 182)
 recovered none of them. Leading with it (stop 26) did not make recovery measurable either
 (README, "Recipes side by side"). With measured mistakes (``--mistakes-from``) this does not
-apply: their own turns come first and their fail reasons order the kinds."""
+apply: their own turns come first and their fail reasons order the kinds. ``sold_out`` is travel's
+(a booking of an option the search listed as sold out: 5 of the first 12 natural errors of a
+repair-tuned model on its held-out split, stop 57, none recovered)."""
 
 DEMO_POLICIES = ("expert", "repair")
 """Policies whose episodes are demonstrations, never measured mistakes."""

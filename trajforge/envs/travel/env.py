@@ -188,7 +188,8 @@ class TravelEnv(Environment):
                             "(like CA1375-1203)", kind="unknown_flight")
         name = self._name(passenger)
         if self._seats_left(flight) < 1:
-            raise ToolError(f"flight {flight.id} is sold out", kind="sold_out")
+            raise ToolError(f"flight {flight.id} is sold out; book a flight the search lists with "
+                            "seats left", kind="sold_out")
         if any(b.status == "active" and b.key() == ("flight", flight.id, str(flight.day), 0,
                                                      name.casefold()) for b in self.bookings):
             raise ToolError(f"{name} already has a seat on {flight.id}", kind="duplicate_booking")
@@ -246,7 +247,7 @@ class TravelEnv(Environment):
         total, rooms = self._stay(hotel, day, nights)
         if rooms < 1:
             raise ToolError(f"{hotel.name} ({hotel.id}) has no room for all {nights} nights "
-                            f"from {day}", kind="sold_out")
+                            f"from {day}; book a hotel the search lists with rooms left", kind="sold_out")
         for n in range(nights):
             key = _night_key(hotel, day + timedelta(days=n))
             self.taken[key] = self.taken.get(key, 0) + 1

@@ -1,7 +1,12 @@
 """The travel environment's realistic mistakes for self-repair demonstrations (``EnvSpec.mistakes``).
 
-Only searches and lookups go wrong here, never a booking, so the rest of the reference stays
+Only searches, lookups and bookings that fail go wrong here, so the rest of the reference stays
 valid:
+
+- ``sold_out``: the booking of an option the search listed as sold out (the one listed before the
+  reference's, where there is one: cheaper or earlier), refused; the fix books the reference's
+  option. The commonest natural error of a repair-tuned model on travel's held-out split (5 of its
+  first 12 erring episodes, stop 57), after which it called ``finish`` as if booked;
 
 - ``wrong_entity``: a near-miss city name (one letter short): ``unknown city``, with the close
   names suggested;
@@ -21,6 +26,37 @@ from trajforge.schema import Mistake, Task, ToolCall
 
 SEARCHES = ("search_flights", "search_hotels")
 READS = (*SEARCHES, "get_weather", "list_bookings")
+BOOKINGS = {"book_flight": ("search_flights", "flight_id", "seats"),
+            "book_hotel": ("search_hotels", "hotel_id", "rooms")}
+"""A booking tool → the search that lists its options, its id argument, what it runs out of."""
+
+
+def sold_out(task: Task) -> Mistake | None:
+    """The first reference booking whose preceding search listed a sold-out option: that option
+    booked instead. The reference is replayed in a real environment up to the booking, so the
+    listing counts the seats and rooms its earlier bookings took."""
+    from trajforge.envs.travel.env import TravelEnv
+
+    env = TravelEnv()
+    env.reset(task)
+    listed: dict[str, str] = {}  # search tool → its last listing
+    for at, call in enumerate(task.reference):
+        if call.name in BOOKINGS:
+            search, key, unit = BOOKINGS[call.name]
+            mine = str(call.arguments.get(key, ""))
+            lines = listed.get(search, "").splitlines()[1:]  # the header, then one option a line
+            ids = [line.split(" | ")[0] for line in lines]
+            full = [i for i, line in zip(ids, lines) if line.endswith("| sold out") and i != mine]
+            if full and mine in ids:
+                before = [i for i in full if ids.index(i) < ids.index(mine)]
+                wrong = (before or full)[0]  # the first listed: what a model that skims books
+                return Mistake(kind="sold_out", at=at, calls=(with_args(call, **{key: wrong}),),
+                               recovery=f"{wrong} is sold out, as the search said; I'll book {mine}, "
+                                        f"which has {unit} left.")
+        result = getattr(env, call.name)(**call.arguments)
+        if call.name in SEARCHES:
+            listed[call.name] = result
+    return None
 
 
 def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
@@ -28,7 +64,7 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     if at is None:
         return []
     call = task.reference[at]
-    out: list[Mistake] = []
+    out: list[Mistake] = [m for m in (sold_out(task),) if m is not None]
     key = "origin" if "origin" in call.arguments else "city"
     city = str(call.arguments.get(key, ""))
     if len(city) > 3:
