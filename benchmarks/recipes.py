@@ -64,6 +64,10 @@ figure with n in the hundreds where natural errors are too few to count (lucky g
 ``guessed``, never count as recovered). ``--eval-test`` adds test-split completion,
 ``--forgetting`` the mean NLL of the base model's answers to held-out general prompts. Everything goes to OUT/recipes.json. A
 recipe whose adapter is already in OUT is not retrained (delete its folder to redo it).
+
+``--env travel`` (or ``web``, ``code``) runs the recipes that build no SQL pool (all but worlds,
+compose and rephrase) on that environment: the same ``--n``-task pool's train split, and the first
+``--heldout-n`` (186) tasks of its held-out space (held-out entities, templates and tool pairs).
 """
 
 from __future__ import annotations

@@ -149,6 +149,8 @@ def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references
     step = next(s for s in traj.steps if s.mistake)
     [result] = step.results
     assert result.error == "sold_out" and "the search lists with" in result.content
+    # the mistaken turn's words never name the option the fix books: only the search listing does
+    assert right.arguments[key] not in step.raw and wrong.arguments[key] in step.raw
     # the search the mistake follows really listed that option as sold out
     search = traj.steps[traj.steps.index(step) - 1].results[0].content
     assert any(line.startswith(wrong.arguments[key]) and line.endswith("| sold out") for line in search.splitlines())

@@ -65,6 +65,8 @@ def mistaken_words(task, mistake: Mistake, k: int) -> str:
     """The sentence before mistaken call ``k``: the task's own reasoning for the first, then what
     a model that trusts its last result says (``premature_answer``'s submission names the number)."""
     call = mistake.calls[k]
+    if k == 0 and mistake.words is not None:
+        return mistake.words
     if k == 0:
         return task.reasoning[mistake.at] if mistake.at < len(task.reasoning) else f"I'll call {call.name}."
     if "answer" in call.arguments:

@@ -34,3 +34,8 @@ class Mistake(BaseModel):
     """The first call is written broken (malformed / cut off), so the parser refuses it."""
     recovery: str = ""
     """The sentence the recovery turn opens with: what came back and what to do instead."""
+    words: str | None = None
+    """The sentence before the first mistaken call, where the task's own reasoning for that call
+    would name the right choice (travel's ``sold_out``: the reasoning names the option the fix
+    books). None: the task's reasoning. A mistaken turn whose words name the fix teaches a model
+    to copy its last turn (stop 57)."""

@@ -3,8 +3,8 @@
 Only searches, lookups and bookings that fail go wrong here, so the rest of the reference stays
 valid:
 
-- ``sold_out``: the booking of an option the search listed as sold out (the one listed before the
-  reference's, where there is one: cheaper or earlier), refused; the fix books the reference's
+- ``sold_out``: the booking of the first option the search listed as sold out (of those listed
+  before the reference's, where there are any: cheaper or earlier), refused; the fix books the reference's
   option. The commonest natural error of a repair-tuned model on travel's held-out split (5 of its
   first 12 erring episodes, stop 57), after which it called ``finish`` as if booked;
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
+from trajforge.envs.travel.env import TravelEnv
 from trajforge.schema import Mistake, Task, ToolCall
 
 SEARCHES = ("search_flights", "search_hotels")
@@ -35,8 +36,6 @@ def sold_out(task: Task) -> Mistake | None:
     """The first reference booking whose preceding search listed a sold-out option: that option
     booked instead. The reference is replayed in a real environment up to the booking, so the
     listing counts the seats and rooms its earlier bookings took."""
-    from trajforge.envs.travel.env import TravelEnv
-
     env = TravelEnv()
     env.reset(task)
     listed: dict[str, str] = {}  # search tool → its last listing
@@ -50,7 +49,10 @@ def sold_out(task: Task) -> Mistake | None:
             if full and mine in ids:
                 before = [i for i in full if ids.index(i) < ids.index(mine)]
                 wrong = (before or full)[0]  # the first listed: what a model that skims books
+                # The task's reasoning for this booking names the reference's option: said before
+                # the wrong one, a model learns to copy it from the mistaken turn (stop 57).
                 return Mistake(kind="sold_out", at=at, calls=(with_args(call, **{key: wrong}),),
+                               words=f"I'll book {wrong}, the first one the search listed.",
                                recovery=f"{wrong} is sold out, as the search said; I'll book {mine}, "
                                         f"which has {unit} left.")
         result = getattr(env, call.name)(**call.arguments)
