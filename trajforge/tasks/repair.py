@@ -60,7 +60,7 @@ not spelling slips, and self-repair taught on a rotation (9 ``misplaced_column``
 recovered none of them. Leading with it (stop 26) did not make recovery measurable either
 (README, "Recipes side by side"). With measured mistakes (``--mistakes-from``) this does not
 apply: their own turns come first and their fail reasons order the kinds. ``sold_out`` is travel's
-(a booking of an option the search listed as sold out: 5 of the first 12 natural errors of a
+(a booking of an option the search listed as sold out: 6 of the first 12 natural errors of a
 repair-tuned model on its held-out split, stop 57, none recovered)."""
 
 DEMO_POLICIES = ("expert", "repair")

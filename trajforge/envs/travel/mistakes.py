@@ -5,8 +5,8 @@ valid:
 
 - ``sold_out``: the booking of the first option the search listed as sold out (of those listed
   before the reference's, where there are any: cheaper or earlier), refused; the fix books the reference's
-  option. The commonest natural error of a repair-tuned model on travel's held-out split (5 of its
-  first 12 erring episodes, stop 57), after which it called ``finish`` as if booked;
+  option. The commonest natural error of a repair-tuned model on travel's held-out split (6 of its
+  first 12 erring episodes, stop 57), after which it mostly called ``finish`` as if booked;
 
 - ``wrong_entity``: a near-miss city name (one letter short): ``unknown city``, with the close
   names suggested;
