@@ -133,7 +133,7 @@ def test_a_premature_answer_is_refused_for_real_and_both_mistaken_turns_are_mask
 def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references_option():
     """Travel's measured natural error: the search lists an option as sold out, the model books it
     anyway. The mistake books the first such option listed before the reference's; the environment
-    refuses it (and says what to book instead), and the fix books the reference's option."""
+    refuses it (and names what is still open), and the fix books the reference's option."""
     pool = list(train_pool("travel"))
     fits = [(t, m) for t in pool for m in env_spec("travel").mistakes(t, pool) if m.kind == "sold_out"]
     assert fits, "no train task's search lists a sold-out option"
@@ -148,7 +148,10 @@ def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references
     assert traj.outcome.tier == "recovered" and traj.verdict.correct
     step = next(s for s in traj.steps if s.mistake)
     [result] = step.results
-    assert result.error == "sold_out" and "the search lists with" in result.content
+    # the error names what is open, cheapest first: the reference's option among them, not the refused one
+    assert result.error == "sold_out" and "cheapest first: " in result.content
+    open_now = result.content.split("cheapest first: ")[1]
+    assert right.arguments[key] in open_now and wrong.arguments[key] not in open_now
     # the mistaken turn's words never name the option the fix books: only the search listing does
     assert right.arguments[key] not in step.raw and wrong.arguments[key] in step.raw
     # the search the mistake follows really listed that option as sold out

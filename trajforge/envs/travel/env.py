@@ -51,6 +51,8 @@ from trajforge.schema import Task
 
 MAX_NIGHTS = 14
 MAX_NAME = 60
+OPEN_SHOWN = 6
+"""At most this many open options are named by a sold-out error (a day has a handful of flights)."""
 MISSING, EXTRA = "missing ", "extra "
 """How a verdict's detail names an expected booking that is not there, and one that should not be
 (``travel/failures.py`` reads them back)."""
@@ -93,7 +95,7 @@ class TravelEnv(Environment):
     tool_names = ("search_flights", "book_flight", "search_hotels", "book_hotel", "get_weather",
                   "list_bookings", "cancel_booking", "finish")
     final_tool = "finish"
-    state_fields = ("bookings", "taken", "summary")
+    state_fields = ("bookings", "taken", "summary", "listed")
     instructions = (
         "You are a travel booking assistant. Use the tools to search, book and cancel flights "
         "and hotels and to check forecasts. Dates are YYYY-MM-DD and prices are in CNY. Book "
@@ -106,13 +108,15 @@ class TravelEnv(Environment):
         self.taken: dict[str, int] = {}
         """Seats (by flight id) and rooms (by ``hotel_id@night``) taken by this episode."""
         self.summary: str | None = None
+        self.listed: dict[str, list[str]] = {}
+        """``flight``/``hotel`` → the ids its last search listed (a sold-out error names the open ones)."""
 
     # ---- episode lifecycle ------------------------------------------------------------------
 
     def reset(self, task: Task) -> str:
         super().reset(task)
         self.world = catalog(task.seed, task.world)
-        self.bookings, self.taken, self.summary = [], {}, None
+        self.bookings, self.taken, self.summary, self.listed = [], {}, None, {}
         for spec in task.entities.get("existing", ()):
             try:
                 if spec["kind"] == "flight":
@@ -171,6 +175,7 @@ class TravelEnv(Environment):
             return f"No flights from {a.name} to {b.name} on {day}{cap}."
         self.reach("searched")
         self._note_options({f.id for f in flights})
+        self.listed["flight"] = [f.id for f in flights]
         lines = [f"Flights from {a.name} to {b.name} on {day}{cap} ({len(flights)}):"]
         lines += [self._flight_line(f) for f in flights]
         return "\n".join(lines)
@@ -188,8 +193,8 @@ class TravelEnv(Environment):
                             "(like CA1375-1203)", kind="unknown_flight")
         name = self._name(passenger)
         if self._seats_left(flight) < 1:
-            raise ToolError(f"flight {flight.id} is sold out; book a flight the search lists with "
-                            "seats left", kind="sold_out")
+            raise ToolError(f"flight {flight.id} is sold out; {self._open_flights(flight)}",
+                            kind="sold_out")
         if any(b.status == "active" and b.key() == ("flight", flight.id, str(flight.day), 0,
                                                      name.casefold()) for b in self.bookings):
             raise ToolError(f"{name} already has a seat on {flight.id}", kind="duplicate_booking")
@@ -221,6 +226,7 @@ class TravelEnv(Environment):
         rows.sort(key=lambda r: (r[0][0], r[1].id))
         self.reach("searched")
         self._note_options({h.id for _, h in rows})
+        self.listed["hotel"] = [h.id for _, h in rows]
         lines = [f"Hotels in {c.name}{stars} from {day} for {nights} "
                  f"night{'s' if nights > 1 else ''}, cheapest first ({len(rows)}):"]
         for (total, rooms), h in rows:
@@ -247,7 +253,7 @@ class TravelEnv(Environment):
         total, rooms = self._stay(hotel, day, nights)
         if rooms < 1:
             raise ToolError(f"{hotel.name} ({hotel.id}) has no room for all {nights} nights "
-                            f"from {day}; book a hotel the search lists with rooms left", kind="sold_out")
+                            f"from {day}; {self._open_hotels(hotel, day, nights)}", kind="sold_out")
         for n in range(nights):
             key = _night_key(hotel, day + timedelta(days=n))
             self.taken[key] = self.taken.get(key, 0) + 1
@@ -344,6 +350,34 @@ class TravelEnv(Environment):
             rooms = free if rooms is None else min(rooms, free)
         return total, max(rooms or 0, 0)
 
+    # A sold-out error names what is still open, cheapest first as most requests ask, so the fix
+    # is in the error itself rather than in a search some turns back: a small model that booked a
+    # sold-out option repeated the refused call in 30 of 34 such episodes (stop 57). The options
+    # are the last search's (its price cap or star floor kept) when it listed the refused one.
+    def _open_flights(self, refused: Flight) -> str:
+        s = refused.sched
+        flights = self.world.flights(s.origin, s.destination, refused.day)
+        flights = self._as_listed("flight", refused.id, flights, lambda f: f.id)
+        flights = sorted((f for f in flights if self._seats_left(f) > 0), key=lambda f: (f.price, f.depart, f.id))
+        if not flights:
+            return "no flight the search listed has seats left"
+        shown = ", ".join(f"{f.id} ({f.depart}, {f.price} {CURRENCY})" for f in flights[:OPEN_SHOWN])
+        return f"flights with seats left, cheapest first: {shown}"
+
+    def _open_hotels(self, refused: Hotel, day: date, nights: int) -> str:
+        hotels = self._as_listed("hotel", refused.id, self.world.hotels[refused.city.name], lambda h: h.id)
+        rows = sorted(((self._stay(h, day, nights), h) for h in hotels), key=lambda r: (r[0][0], r[1].id))
+        rows = [(total, h) for (total, rooms), h in rows if rooms > 0]
+        if not rows:
+            return "no hotel the search listed has rooms for that stay"
+        shown = ", ".join(f"{h.id} ({h.stars} stars, {total} {CURRENCY})" for total, h in rows[:OPEN_SHOWN])
+        return f"hotels with rooms for that stay, cheapest first: {shown}"
+
+    def _as_listed(self, kind: str, refused: str, options: list, key) -> list:
+        """``options`` narrowed to the last search's listing, where that listing had ``refused``."""
+        listed = self.listed.get(kind, [])
+        return [o for o in options if key(o) in listed] if refused in listed else options
+
     def _flight_line(self, f: Flight) -> str:
         left = self._seats_left(f)
         avail = f"{left} seat{'s' if left != 1 else ''} left" if left > 0 else "sold out"
@@ -353,9 +387,7 @@ class TravelEnv(Environment):
         city = self.world.city(name)
         if city is None:
             names = [c.name for c in self.world.cities]
-            # City names are short: a model-written megabyte is cut before difflib compares it.
-            close = difflib.get_close_matches(" ".join(name[:60].split()).title(), names, n=2,
-                                              cutoff=0.6)
+            close = close_cities(name, names)
             guess = f"did you mean {' or '.join(close)}? " if close else ""
             raise ToolError(f"unknown city {short(name)}; {guess}cities: {', '.join(names)}",
                             kind="unknown_city")
@@ -404,3 +436,15 @@ def _describe(key: tuple[str, str, str, int, str]) -> str:
     kind, item, day, nights, name = key
     stay = f" for {nights} nights" if kind == "hotel" else ""
     return f"{kind} {item} on {day}{stay} for {name}"
+
+
+def close_cities(name: str, names: list[str]) -> list[str]:
+    """The cities a misspelt ``name`` most likely means: difflib's close matches, else those that
+    share its first three letters (``Dubrook`` → Dubai: 0.5 similar, under difflib's cutoff, and
+    the held-out city a tuned model misspelt 86 times in stop 57)."""
+    # City names are short: a model-written megabyte is cut before difflib compares it.
+    text = " ".join(name[:60].split()).title()
+    close = difflib.get_close_matches(text, names, n=2, cutoff=0.6)
+    if close or len(text) < 3:
+        return close
+    return [n for n in names if n[:3].casefold() == text[:3].casefold()][:2]
