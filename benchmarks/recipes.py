@@ -181,7 +181,7 @@ def main() -> None:
             results[r]["forgetting_nll"] = nll[r]
         results["base"] = {"forgetting_nll": nll["base"]}
     (out / "recipes.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
-    console.print(table(results, len(split["heldout"])))
+    console.print(table(results, len(split["heldout"]), args.env))
     if "base" in results:
         console.print(f"forgetting NLL of the base model itself: {results['base']['forgetting_nll']:.3f}")
 
@@ -543,8 +543,8 @@ def by_template(tasks, solved: set[str]) -> dict[str, list[int]]:
     return counts
 
 
-def table(results: dict, n_heldout: int) -> Table:
-    t = Table(title=f"recipes on {n_heldout} held-out SQL tasks (greedy, the demo's harness)")
+def table(results: dict, n_heldout: int, env: str = "sql") -> Table:
+    t = Table(title=f"recipes on {n_heldout} held-out {env} tasks (greedy, the demo's harness)")
     for col in ("recipe", "held-out [95% CI]", "vs sft (fixed/broke, p)", "recovery (k/n)", "first error",
                 "test", "planted-mistake recovery", "forgetting NLL", "train s", "tokens trained"):
         t.add_column(col)

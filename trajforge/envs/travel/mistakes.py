@@ -4,10 +4,10 @@ Only searches, lookups and bookings that fail go wrong here, so the rest of the 
 valid:
 
 - ``sold_out``: the booking of the first option the search listed as sold out (of those listed
-  before the reference's, where there are any: cheaper or earlier), refused; the fix books the
-  reference's option. The commonest natural error of a repair-tuned model on travel's held-out
-  split (6 of its first 12 erring episodes, stop 57), after which it mostly called ``finish`` as
-  if booked;
+  before the reference's, where there are any: cheaper or earlier), refused with the options
+  still open named cheapest first; the fix books the reference's option. The commonest natural
+  error of a repair-tuned model on travel's held-out split (6 of its first 12 erring episodes,
+  stop 57), after which it mostly called ``finish`` as if booked;
 - ``wrong_entity``: a near-miss city name (one letter short): ``unknown city``, with the close
   names suggested;
 - ``bad_date``: the date written day-first (``07/12/2026``): the error shows the format;
