@@ -31,8 +31,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Callable
 from datetime import date, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -49,6 +50,7 @@ from trajforge.envs.travel.catalog import (
 from trajforge.parse.limits import short
 from trajforge.schema import Task
 
+T = TypeVar("T")
 MAX_NIGHTS = 14
 MAX_NAME = 60
 OPEN_SHOWN = 6
@@ -358,7 +360,8 @@ class TravelEnv(Environment):
         s = refused.sched
         flights = self.world.flights(s.origin, s.destination, refused.day)
         flights = self._as_listed("flight", refused.id, flights, lambda f: f.id)
-        flights = sorted((f for f in flights if self._seats_left(f) > 0), key=lambda f: (f.price, f.depart, f.id))
+        flights = sorted((f for f in flights if self._seats_left(f) > 0),
+                         key=lambda f: (f.price, f.depart, f.id))
         if not flights:
             return "no flight the search listed has seats left"
         shown = ", ".join(f"{f.id} ({f.depart}, {f.price} {CURRENCY})" for f in flights[:OPEN_SHOWN])
@@ -373,7 +376,7 @@ class TravelEnv(Environment):
         shown = ", ".join(f"{h.id} ({h.stars} stars, {total} {CURRENCY})" for total, h in rows[:OPEN_SHOWN])
         return f"hotels with rooms for that stay, cheapest first: {shown}"
 
-    def _as_listed(self, kind: str, refused: str, options: list, key) -> list:
+    def _as_listed(self, kind: str, refused: str, options: list[T], key: Callable[[T], str]) -> list[T]:
         """``options`` narrowed to the last search's listing, where that listing had ``refused``."""
         listed = self.listed.get(kind, [])
         return [o for o in options if key(o) in listed] if refused in listed else options
