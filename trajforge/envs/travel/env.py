@@ -31,7 +31,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
-from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any, Literal, TypeVar
 
@@ -50,7 +49,7 @@ from trajforge.envs.travel.catalog import (
 from trajforge.parse.limits import short
 from trajforge.schema import Task
 
-T = TypeVar("T")
+Option = TypeVar("Option", Flight, Hotel)
 MAX_NIGHTS = 14
 MAX_NAME = 60
 OPEN_SHOWN = 6
@@ -220,12 +219,11 @@ class TravelEnv(Environment):
         c = self._city(city)
         day = self._day(check_in, "check_in")
         nights = self._nights(day, nights)
-        rows = [(self._stay(h, day, nights), h) for h in self.world.hotels[c.name]
-                if min_stars is None or h.stars >= min_stars]
+        rows = self._stays([h for h in self.world.hotels[c.name]
+                            if min_stars is None or h.stars >= min_stars], day, nights)
         stars = f" with at least {min_stars} stars" if min_stars is not None else ""
         if not rows:
             return f"No hotels in {c.name}{stars}."
-        rows.sort(key=lambda r: (r[0][0], r[1].id))
         self.reach("searched")
         self._note_options({h.id for _, h in rows})
         self.listed["hotel"] = [h.id for _, h in rows]
@@ -359,27 +357,30 @@ class TravelEnv(Environment):
     def _open_flights(self, refused: Flight) -> str:
         s = refused.sched
         flights = self.world.flights(s.origin, s.destination, refused.day)
-        flights = self._as_listed("flight", refused.id, flights, lambda f: f.id)
+        flights = self._as_listed("flight", refused.id, flights)
         flights = sorted((f for f in flights if self._seats_left(f) > 0),
                          key=lambda f: (f.price, f.depart, f.id))
         if not flights:
-            return "no flight the search listed has seats left"
+            return "no flight with seats left to suggest"
         shown = ", ".join(f"{f.id} ({f.depart}, {f.price} {CURRENCY})" for f in flights[:OPEN_SHOWN])
         return f"flights with seats left, cheapest first: {shown}"
 
     def _open_hotels(self, refused: Hotel, day: date, nights: int) -> str:
-        hotels = self._as_listed("hotel", refused.id, self.world.hotels[refused.city.name], lambda h: h.id)
-        rows = sorted(((self._stay(h, day, nights), h) for h in hotels), key=lambda r: (r[0][0], r[1].id))
-        rows = [(total, h) for (total, rooms), h in rows if rooms > 0]
+        hotels = self._as_listed("hotel", refused.id, self.world.hotels[refused.city.name])
+        rows = [(total, h) for (total, rooms), h in self._stays(hotels, day, nights) if rooms > 0]
         if not rows:
-            return "no hotel the search listed has rooms for that stay"
+            return "no hotel with rooms for that stay to suggest"
         shown = ", ".join(f"{h.id} ({h.stars} stars, {total} {CURRENCY})" for total, h in rows[:OPEN_SHOWN])
         return f"hotels with rooms for that stay, cheapest first: {shown}"
 
-    def _as_listed(self, kind: str, refused: str, options: list[T], key: Callable[[T], str]) -> list[T]:
+    def _as_listed(self, kind: str, refused: str, options: list[Option]) -> list[Option]:
         """``options`` narrowed to the last search's listing, where that listing had ``refused``."""
         listed = self.listed.get(kind, [])
-        return [o for o in options if key(o) in listed] if refused in listed else options
+        return [o for o in options if o.id in listed] if refused in listed else options
+
+    def _stays(self, hotels: list[Hotel], day: date, nights: int) -> list[tuple[tuple[int, int], Hotel]]:
+        """((total, rooms), hotel) for a stay at each hotel, cheapest total first."""
+        return sorted(((self._stay(h, day, nights), h) for h in hotels), key=lambda r: (r[0][0], r[1].id))
 
     def _flight_line(self, f: Flight) -> str:
         left = self._seats_left(f)
