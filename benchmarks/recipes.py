@@ -68,6 +68,9 @@ recipe whose adapter is already in OUT is not retrained (delete its folder to re
 ``--env travel`` (or ``web``, ``code``) runs the recipes that build no SQL pool (all but worlds,
 compose and rephrase) on that environment: the same ``--n``-task pool's train split, and the first
 ``--heldout-n`` (186) tasks of its held-out space (held-out entities, templates and tool pairs).
+``--train-worlds W`` spreads the pool's train split (as many tasks) over W worlds of the
+environment, as ``synth --worlds`` does: on travel's 182 train tasks, 41 cities instead of world 0's 15;
+with ``--world-train M`` world 0's pool stays whole and each other world adds M train tasks.
 """
 
 from __future__ import annotations
@@ -101,6 +104,12 @@ def main() -> None:
                          + ", ".join(r for r in RECIPES if r not in SQL_ONLY))
     ap.add_argument("--heldout-n", type=int, default=HELDOUT_N,
                     help="held-out tasks of an environment other than sql (the first of its held-out space)")
+    ap.add_argument("--train-worlds", type=int, default=1,
+                    help="draw the pool's train split across this many worlds of the environment (synth "
+                         "--worlds: renamed cities, categories, products); test and held-out stay in world 0")
+    ap.add_argument("--world-train", type=int, default=0,
+                    help="with --train-worlds: keep world 0's whole pool and add this many train tasks "
+                         "from each other world instead (synth --world-train)")
     ap.add_argument("--recipes", default=",".join(RECIPES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rft-attempts", type=int, default=4)
@@ -192,12 +201,14 @@ def task_splits(args) -> dict[str, list]:
     (held-out entities and templates), so two databases give the ≥ 150 a 5-point change needs.
     Held-out tasks of another database ask the same held-out questions of other rows: nothing of
     them is in training either way (tests: test_recipes_heldout_never_meets_train). Another
-    environment (``--env``) draws the first ``--heldout-n`` tasks of its own held-out space."""
+    environment (``--env``) draws the first ``--heldout-n`` tasks of its own held-out space.
+    ``--train-worlds`` W > 1 spreads the train split over W worlds (as many tasks, fewer of world 0)."""
     from trajforge.envs.registry import env_spec
     from trajforge.envs.sql.tasks import generator
+    from trajforge.tasks import synthesize
 
     spec = env_spec(args.env)
-    tasks = spec.generate(args.n, args.seed).tasks
+    tasks = synthesize(args.env, args.n, args.seed, worlds=args.train_worlds, world_train=args.world_train).tasks
     if args.env == "sql":
         heldout = [t for db in args.heldout_dbs for t in generator(db).heldout_space(args.seed).tasks]
     else:  # one world's held-out space (thousands of tasks: held-out entities, templates, tool pairs)
