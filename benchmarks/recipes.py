@@ -158,6 +158,8 @@ def main() -> None:
     if args.env != "sql" and sql_only:
         ap.error(f"recipes {sql_only} build SQL pools (worlds, compose grids, rephrasings); --env {args.env} "
                  f"runs {', '.join(r for r in RECIPES if r not in SQL_ONLY)}")
+    if args.world_train and args.train_worlds < 2:  # the flags' names, not synthesize's arguments
+        ap.error("--world-train adds train tasks from worlds > 0: give --train-worlds 2 or more with it")
     if "rft" in wanted or set(FROM_SFT) & set(wanted):  # they start from sft (rft: --rft-from): those go first
         first = list(dict.fromkeys(["sft"] + ([args.rft_from] if "rft" in wanted else [])))
         wanted = first + [r for r in wanted if r not in first]
