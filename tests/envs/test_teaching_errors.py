@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -143,11 +144,15 @@ def test_travel_names_close_cities_and_the_date_format():
     env = make_env("travel")
     env.reset(task("travel", expected={"bookings": []}))
     r = call(env, "get_weather", city="Shangai", date="2026-12-03")
-    assert r.error == "unknown_city" and "did you mean Shanghai?" in r.content and "cities: Beijing," in r.content
+    assert r.error == "unknown_city" and 'did you mean "Shanghai"?' in r.content and 'cities: "Beijing",' in r.content
+    # offered as a call spells it (a JSON string), so the fix's tokens are on the screen to copy;
+    # the refused name in other quotes, never offered in that form
+    assert json.dumps({"city": "Shanghai"}).endswith(' "Shanghai"}') and "'Shangai'" in r.content
+    assert '"Shangai"' not in r.content
     # too far for difflib (0.5 similar), but the first three letters name one city: a tuned model's
     # measured misspelling of a held-out city
     r = call(env, "get_weather", city="Beirook", date="2026-12-03")
-    assert "did you mean Beijing?" in r.content
+    assert 'did you mean "Beijing"?' in r.content
     assert close_cities("Dubrook", ["Doha", "Dubai", "Delhi"]) == ["Dubai"]
     r = call(env, "get_weather", city="Atlantis", date="2026-12-03")
     assert "did you mean" not in r.content and "Sydney" in r.content

@@ -4,6 +4,7 @@ environment; graded recovered; mistakes drawn from a policy's own measured failu
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections import Counter
 
@@ -143,7 +144,9 @@ def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references
     key = "flight_id" if wrong.name == "book_flight" else "hotel_id"
     assert wrong.name == right.name and wrong.arguments[key] != right.arguments[key]
     assert {k: v for k, v in wrong.arguments.items() if k != key} == {k: v for k, v in right.arguments.items() if k != key}
-    assert m.recovery.startswith(f"{wrong.arguments[key]} is sold out, as the search said; I'll book {right.arguments[key]}")
+    # the fix's id as the call writes it (a JSON string), to be copied token for token
+    assert m.recovery.startswith(f"{wrong.arguments[key]} is sold out, as the search said; "
+                                 f"I'll book \"{right.arguments[key]}\"")
     [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
     assert traj.outcome.tier == "recovered" and traj.verdict.correct
     step = next(s for s in traj.steps if s.mistake)
@@ -151,7 +154,7 @@ def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references
     # the error names what is open, cheapest first: the reference's option among them, not the refused one
     assert result.error == "sold_out" and "cheapest first: " in result.content
     open_now = result.content.split("cheapest first: ")[1]
-    assert right.arguments[key] in open_now and wrong.arguments[key] not in open_now
+    assert f'"{right.arguments[key]}"' in open_now and wrong.arguments[key] not in open_now
     # the mistaken turn's words never name the option the fix books: only the search listing does
     assert right.arguments[key] not in step.raw and wrong.arguments[key] in step.raw
     # the search the mistake follows really listed that option as sold out
@@ -159,6 +162,25 @@ def test_a_sold_out_booking_is_refused_for_real_and_the_fix_books_the_references
     assert any(line.startswith(wrong.arguments[key]) and line.endswith("| sold out") for line in search.splitlines())
     # it leads: one sample per task teaches it wherever it fits
     assert "sold_out" in LEADING_KINDS and Planner(pool)(task, 0).kind == "sold_out"
+
+
+def test_a_misspelt_city_is_fixed_by_copying_the_suggestion_as_the_call_spells_it():
+    """A small model respells a held-out city wrongly inside a JSON string (``Dubai`` → ``Dubrook``:
+    one prose token, three pieces in a string). The error suggests the city in the call's own
+    spelling, the recovery sentence repeats it so, and the fix's serialized call holds that text."""
+    pool = list(train_pool("travel"))
+    task, m = next((t, m) for t in pool for m in env_spec("travel").mistakes(t, pool) if m.kind == "wrong_entity")
+    [wrong] = m.calls
+    right = task.reference[m.at]
+    key = next(k for k in ("origin", "city") if k in right.arguments)
+    city = right.arguments[key]
+    assert wrong.arguments[key] != city and f'the error suggests "{city}"' in m.recovery
+    [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered" and traj.verdict.correct
+    step = next(s for s in traj.steps if s.mistake)
+    [result] = step.results
+    assert result.error == "unknown_city" and f'did you mean "{city}"?' in result.content
+    assert f'"{city}"' in json.dumps(right.arguments)
 
 
 def test_the_planner_plays_a_structural_mistake_first_wherever_one_fits():

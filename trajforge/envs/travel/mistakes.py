@@ -9,7 +9,8 @@ valid:
   error of a repair-tuned model on travel's held-out split (6 of its first 12 erring episodes,
   stop 57), after which it mostly called ``finish`` as if booked;
 - ``wrong_entity``: a near-miss city name (one letter short): ``unknown city``, with the close
-  names suggested;
+  names suggested; the recovery sentence repeats the suggestion as the call spells it
+  (``"Dubai"``, ``env.as_written``), so the fix's tokens are copied, not respelt;
 - ``bad_date``: the date written day-first (``07/12/2026``): the error shows the format;
 - ``nearest_template``: another template's first search with this task's entities (a hotel search
   where a flight was asked, or the other way round);
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
-from trajforge.envs.travel.env import TravelEnv
+from trajforge.envs.travel.env import TravelEnv, as_written
 from trajforge.schema import Mistake, Task, ToolCall
 
 SEARCHES = ("search_flights", "search_hotels")
@@ -53,7 +54,7 @@ def sold_out(task: Task) -> Mistake | None:
                 # the wrong one, a model learns to copy it from the mistaken turn (stop 57).
                 return Mistake(kind="sold_out", at=at, calls=(with_args(call, **{key: wrong}),),
                                words=f"I'll book {wrong}, the first one the search listed.",
-                               recovery=f"{wrong} is sold out, as the search said; I'll book {mine}, "
+                               recovery=f"{wrong} is sold out, as the search said; I'll book {as_written(mine)}, "
                                         f"which has {unit} left.")
         result = getattr(env, call.name)(**call.arguments)
         if call.name in SEARCHES:
@@ -71,7 +72,8 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     city = str(call.arguments.get(key, ""))
     if len(city) > 3:
         out.append(Mistake(kind="wrong_entity", at=at, calls=(with_args(call, **{key: city[:-1]}),),
-                           recovery=f"There is no city {city[:-1]}; the error suggests {city}, the one asked for."))
+                           recovery=f"There is no city {city[:-1]}; the error suggests {as_written(city)}, "
+                                    "the one asked for."))
     date_key = "date" if "date" in call.arguments else "check_in"
     day = str(call.arguments.get(date_key, ""))
     if len(day) == 10 and day[4] == "-":
