@@ -128,6 +128,9 @@ def main() -> None:
                     help="rft: self-repair episodes of these mistake kinds in each warm round (comma list)")
     ap.add_argument("--rft-repair-mix", type=float, default=1.0,
                     help="rft --rft-repair-kinds: repair episodes per kept attempt in a warm round")
+    ap.add_argument("--repair-lead", default=None,
+                    help="repair: the mistake kinds played first wherever they fit, comma-separated "
+                         "(default: the library's LEADING_KINDS), e.g. sold_out,wrong_entity")
     ap.add_argument("--repair-epochs", type=float, default=2.0,
                     help="epochs of the repair recipe (1.0: sft's steps, over expert + repair episodes)")
     # Stop 28's RFT round from sft took 34 minutes (2,046 s) on seed 0: dpo and grpo get as much,
@@ -252,7 +255,7 @@ def train_recipe(recipe: str, out: Path, args, split, expert) -> tuple[Path, dic
         res = train_sft(expert, args.model, adapter, SFTConfig(seed=args.seed))
         info = {"trained_tokens": res.tokens, "steps": res.steps, "lr": res.lr, "effective_batch": res.effective_batch}
     elif recipe == "repair":
-        data = expert + repair_episodes(out, split["train"])
+        data = expert + repair_episodes(out, split["train"], lead=args.repair_lead)
         cfg = recipe_cfg.model_copy(update={"tiers": ["success", "recovered"], "epochs": args.repair_epochs})
         res = train_sft(data, args.model, adapter, cfg)
         info = {"trained_tokens": res.tokens, "steps": res.steps, "demonstrations": res.samples}
@@ -460,17 +463,23 @@ def rephrased_experts(out: Path, split) -> list:
     return TrajectoryStore(out / "rephrase-expert").read()
 
 
-def repair_episodes(out: Path, train, kinds: tuple[str, ...] = ()) -> list:
+def repair_episodes(out: Path, train, kinds: tuple[str, ...] = (), lead: str | None = None) -> list:
     """One self-repair episode per train task (its first planned mistake), graded; with ``kinds``,
-    one per kind on every task the first kind fits (the others give none)."""
+    one per kind on every task the first kind fits (the others give none); ``lead``: the planner's
+    leading kinds, comma-separated (``None``: the library's)."""
     from trajforge.eval.run import collect
     from trajforge.policies.repair import RepairPolicy
     from trajforge.store import TrajectoryStore
     from trajforge.tasks.repair import Planner
 
-    planner = Planner(train, kinds=kinds)  # one planner, the whole pool's: nearest_template draws on it
+    leading = {} if lead is None else {"lead": tuple(k for k in lead.split(",") if k)}
+    planner = Planner(train, kinds=kinds, **leading)  # one planner, the whole pool's: nearest_template draws on it
     if kinds:
         train = [t for t in train if (first := planner(t, 0)) is not None and first.kind == kinds[0]]
+    played = {m.kind for t in train if (m := planner(t, 0)) is not None}
+    if missing := [k for k in leading.get("lead", ()) if k not in played]:
+        raise SystemExit(f"--repair-lead: no train task plays {', '.join(missing)} first "
+                         f"(played: {', '.join(sorted(played))})")
     store = out / ("repair-store" if not kinds else f"repair-{'-'.join(kinds)}")
     collect(train, RepairPolicy(planner), store, samples=max(1, len(kinds)), show_progress=False)
     made = TrajectoryStore(store).read()

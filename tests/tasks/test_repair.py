@@ -183,6 +183,21 @@ def test_a_misspelt_city_is_fixed_by_copying_the_suggestion_as_the_call_spells_i
     assert f'"{city}"' in json.dumps(right.arguments)
 
 
+def test_the_planner_leads_with_the_kinds_it_is_given():
+    """``lead`` replaces ``LEADING_KINDS``: on travel, ``wrong_entity`` after ``sold_out`` makes it
+    the first mistake of every task that has no sold-out option to book, where the default
+    rotation plays it on a few."""
+    pool = list(train_pool("travel"))
+    default, led = Planner(pool), Planner(pool, lead=("sold_out", "wrong_entity"))
+    firsts = Counter(led(t, 0).kind for t in pool)
+    assert set(firsts) == {"sold_out", "wrong_entity"}
+    assert firsts["sold_out"] == sum(default(t, 0).kind == "sold_out" for t in pool)
+    assert sum(default(t, 0).kind == "wrong_entity" for t in pool) < firsts["wrong_entity"]
+    # the other kinds are still there, after the leading ones
+    t = next(t for t in pool if led(t, 0).kind == "wrong_entity")
+    assert {m.kind for m in led.candidates(t)} == {m.kind for m in default.candidates(t)}
+
+
 def test_the_planner_plays_a_structural_mistake_first_wherever_one_fits():
     """One repair sample per task (the recipes' setting) teaches the structural mistakes on every
     task one fits, a collapsed join before a dropped one; the other tasks keep the rotation, so

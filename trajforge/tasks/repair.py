@@ -162,10 +162,6 @@ def measured_mistakes(trajs: Iterable[Trajectory], tasks: Sequence[Task], dialec
     return Measured(by_task, reasons)
 
 
-def _leading(mistake: Mistake) -> int:
-    return LEADING_KINDS.index(mistake.kind) if mistake.kind in LEADING_KINDS else len(LEADING_KINDS)
-
-
 def _rotation(task_id: str) -> int:
     return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16)
 
@@ -174,13 +170,16 @@ class Planner:
     """Which mistake sample ``k`` of a task plays (see the module docstring): the repair policy's
     ``plan``, ``RepairPolicy(Planner(pool))`` (``trajforge.policies.repair``)."""
 
-    def __init__(self, pool: Sequence[Task], measured: Measured | None = None, kinds: Sequence[str] = ()):
+    def __init__(self, pool: Sequence[Task], measured: Measured | None = None, kinds: Sequence[str] = (),
+                 lead: Sequence[str] = LEADING_KINDS):
         """``kinds``: only these mistake kinds of the environment's and the generic ones, in this
         order (a task none fits gets none, so its samples are plain expert episodes; ``measured``
-        is not used then); empty: every kind, ordered as above."""
+        is not used then); empty: every kind, ordered as above. ``lead``: the kinds played first
+        wherever they fit, in this order, ahead of the rotation (``LEADING_KINDS`` unless given)."""
         self.pool = list(pool)
         self.measured = measured
         self.kinds = tuple(kinds)
+        self.lead = tuple(lead)
         self._cache: dict[str, list[Mistake]] = {}
 
     def candidates(self, task: Task) -> list[Mistake]:
@@ -199,9 +198,12 @@ class Planner:
             else:
                 shift = _rotation(task.id) % len(made) if made else 0
                 made, own = made[shift:] + made[:shift], []
-                made.sort(key=_leading)  # stable: the rotation stays
+                made.sort(key=self._leading)  # stable: the rotation stays
             self._cache[task.id] = own + made
         return self._cache[task.id]
+
+    def _leading(self, mistake: Mistake) -> int:
+        return self.lead.index(mistake.kind) if mistake.kind in self.lead else len(self.lead)
 
     def __call__(self, task: Task, sample: int) -> Mistake | None:
         found = self.candidates(task)
