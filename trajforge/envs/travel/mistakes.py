@@ -8,7 +8,8 @@ valid:
   still open named cheapest first; the fix books the reference's option. The commonest natural
   error of a repair-tuned model on travel's held-out split (6 of its first 12 erring episodes,
   stop 57), after which it mostly called ``finish`` as if booked;
-- ``wrong_entity``: a near-miss city name (one letter short): ``unknown city``, with the close
+- ``wrong_entity``: a near-miss city name (one letter short; a flight's origin or destination,
+  by task): ``unknown city``, with the close
   names suggested; the recovery sentence repeats the suggestion as the call spells it
   (``"Dubai"``, ``env.as_written``), so the fix's tokens are copied, not respelt;
 - ``bad_date``: the date written day-first (``07/12/2026``): the error shows the format;
@@ -20,6 +21,7 @@ valid:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, with_args
@@ -68,7 +70,11 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
         return []
     call = task.reference[at]
     out: list[Mistake] = [m for m in (sold_out(task),) if m is not None]
-    key = "origin" if "origin" in call.arguments else "city"
+    # Either city of a flight search, by task: demonstrations that only ever misspelt the origin
+    # taught a tuned model to write the suggested city into ``origin`` whichever argument the
+    # error was about (2 of the 3 fixes that copied "Dubai" right, stop 60).
+    keys = [k for k in ("origin", "destination", "city") if k in call.arguments] or ["city"]
+    key = keys[zlib.crc32(task.id.encode()) % len(keys)]
     city = str(call.arguments.get(key, ""))
     if len(city) > 3:
         out.append(Mistake(kind="wrong_entity", at=at, calls=(with_args(call, **{key: city[:-1]}),),
