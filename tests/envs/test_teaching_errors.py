@@ -147,8 +147,8 @@ def test_travel_names_close_cities_and_the_date_format():
     assert r.error == "unknown_city" and 'did you mean "Shanghai"?' in r.content and 'cities: "Beijing",' in r.content
     # offered as a call spells it (a JSON string), so the fix's tokens are on the screen to copy;
     # the refused name in other quotes, never offered in that form
-    assert json.dumps({"city": "Shanghai"}).endswith(' "Shanghai"}') and "'Shangai'" in r.content
-    assert '"Shangai"' not in r.content
+    assert f"did you mean {json.dumps('Shanghai')}?" in r.content and f", {json.dumps('Sydney')}" in r.content
+    assert "'Shangai'" in r.content and json.dumps("Shangai") not in r.content
     # too far for difflib (0.5 similar), but the first three letters name one city: a tuned model's
     # measured misspelling of a held-out city
     r = call(env, "get_weather", city="Beirook", date="2026-12-03")
