@@ -470,14 +470,14 @@ def repair_episodes(out: Path, train, kinds: tuple[str, ...] = (), lead: str | N
     from trajforge.eval.run import collect
     from trajforge.policies.repair import RepairPolicy
     from trajforge.store import TrajectoryStore
-    from trajforge.tasks.repair import Planner
+    from trajforge.tasks.repair import LEADING_KINDS, Planner
 
-    leading = {} if lead is None else {"lead": tuple(k for k in lead.split(",") if k)}
-    planner = Planner(train, kinds=kinds, **leading)  # one planner, the whole pool's: nearest_template draws on it
+    leading = tuple(k for k in lead.split(",") if k) if lead else LEADING_KINDS
+    planner = Planner(train, kinds=kinds, lead=leading)  # one planner, the whole pool's: nearest_template draws on it
     if kinds:
         train = [t for t in train if (first := planner(t, 0)) is not None and first.kind == kinds[0]]
     played = {m.kind for t in train if (m := planner(t, 0)) is not None}
-    if missing := [k for k in leading.get("lead", ()) if k not in played]:
+    if lead and (missing := [k for k in leading if k not in played]):
         raise SystemExit(f"--repair-lead: no train task plays {', '.join(missing)} first "
                          f"(played: {', '.join(sorted(played))})")
     store = out / ("repair-store" if not kinds else f"repair-{'-'.join(kinds)}")

@@ -7,9 +7,16 @@ leave the rest of the reference valid: either its call fails (nothing changes) o
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from trajforge.schema import Mistake, Task, ToolCall
+
+
+def task_hash(task_id: str) -> int:
+    """A stable number per task, for choices that should vary across a pool but never between
+    runs: which mistake a task plays first (``tasks.repair``), which argument it misspells."""
+    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16)
 
 
 def first_call(task: Task, names: Sequence[str]) -> int | None:

@@ -27,11 +27,11 @@ fits); a sample past the task's mistakes is the plain expert episode.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from trajforge.envs.mistakes import task_hash
 from trajforge.envs.registry import MCP_PREFIX, env_class, env_spec
 from trajforge.schema import Mistake, Task, ToolCall, Trajectory
 
@@ -162,10 +162,6 @@ def measured_mistakes(trajs: Iterable[Trajectory], tasks: Sequence[Task], dialec
     return Measured(by_task, reasons)
 
 
-def _rotation(task_id: str) -> int:
-    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16)
-
-
 class Planner:
     """Which mistake sample ``k`` of a task plays (see the module docstring): the repair policy's
     ``plan``, ``RepairPolicy(Planner(pool))`` (``trajforge.policies.repair``)."""
@@ -196,7 +192,7 @@ class Planner:
                 made.sort(key=lambda m: -weight[m.kind])  # stable: the environment's order breaks ties
                 own = self.measured.by_task.get(task.id, [])
             else:
-                shift = _rotation(task.id) % len(made) if made else 0
+                shift = task_hash(task.id) % len(made) if made else 0
                 made, own = made[shift:] + made[:shift], []
                 made.sort(key=self._leading)  # stable: the rotation stays
             self._cache[task.id] = own + made

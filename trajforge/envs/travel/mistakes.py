@@ -9,9 +9,9 @@ valid:
   error of a repair-tuned model on travel's held-out split (6 of its first 12 erring episodes,
   stop 57), after which it mostly called ``finish`` as if booked;
 - ``wrong_entity``: a near-miss city name (one letter short; a flight's origin or destination,
-  by task): ``unknown city``, with the close
-  names suggested; the recovery sentence repeats the suggestion as the call spells it
-  (``"Dubai"``, ``env.as_written``), so the fix's tokens are copied, not respelt;
+  by task): ``unknown city``, with the close names suggested; the recovery sentence repeats the
+  suggestion as the call spells it (``"Dubai"``, ``env.as_written``), so the fix's tokens are
+  copied, not respelt;
 - ``bad_date``: the date written day-first (``07/12/2026``): the error shows the format;
 - ``nearest_template``: another template's first search with this task's entities (a hotel search
   where a flight was asked, or the other way round);
@@ -21,10 +21,9 @@ valid:
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 
-from trajforge.envs.mistakes import first_call, nearest_template, with_args
+from trajforge.envs.mistakes import first_call, nearest_template, task_hash, with_args
 from trajforge.envs.travel.env import TravelEnv, as_written
 from trajforge.schema import Mistake, Task, ToolCall
 
@@ -74,7 +73,7 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     # taught a tuned model to write the suggested city into ``origin`` whichever argument the
     # error was about (2 of the 3 fixes that copied "Dubai" right, stop 60).
     keys = [k for k in ("origin", "destination", "city") if k in call.arguments] or ["city"]
-    key = keys[zlib.crc32(task.id.encode()) % len(keys)]
+    key = keys[task_hash(task.id) % len(keys)]
     city = str(call.arguments.get(key, ""))
     if len(city) > 3:
         out.append(Mistake(kind="wrong_entity", at=at, calls=(with_args(call, **{key: city[:-1]}),),
