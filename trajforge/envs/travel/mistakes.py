@@ -8,7 +8,8 @@ valid:
   still open named cheapest first; the fix books the reference's option. The commonest natural
   error of a repair-tuned model on travel's held-out split (6 of its first 12 erring episodes,
   stop 57), after which it mostly called ``finish`` as if booked;
-- ``wrong_entity``: a near-miss city name (one letter short; a flight's origin or destination,
+- ``wrong_entity``: a city name respelt the way a small model respells one it never wrote
+  (its first three letters, then a wrong ending: ``Dubrook``; a flight's origin or destination,
   by task): ``unknown city``, with the close names suggested; the recovery sentence repeats the
   suggestion as the call spells it (``"Dubai"``, ``env.as_written``), so the fix's tokens are
   copied, not respelt;
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, task_hash, with_args
-from trajforge.envs.travel.env import TravelEnv, as_written
+from trajforge.envs.travel.env import TravelEnv, as_written, close_cities
 from trajforge.schema import Mistake, Task, ToolCall
 
 SEARCHES = ("search_flights", "search_hotels")
@@ -63,6 +64,29 @@ def sold_out(task: Task) -> Mistake | None:
     return None
 
 
+ENDINGS = ("rook", "ro", "berok", "ville", "ton", "ena")
+"""Wrong endings after a city's first three letters. A repair-tuned SmolLM2 wrote the held-out
+``Dubai`` as ``Dubrook``, ``Dubro`` or ``Dubberok`` in its calls (stop 60), then, taught on
+misspellings one letter short (``Duba`` → ``Dubai``), wrote the fix by extending its own
+misspelling (``Dubberok`` in 11 of 24). A misspelling that parts from the city after three letters
+is one the fix cannot be grown from: it has to be copied from the error's suggestion."""
+
+
+def misspelt(task: Task, city: str) -> str:
+    """``city`` with a wrong ending (by task) that the environment still takes for ``city``: not
+    another city's name, and ``city`` the first the error suggests. One letter short where no
+    ending is (a name of three letters or fewer has no ending to get wrong)."""
+    env = TravelEnv()
+    env.reset(task)
+    names = [c.name for c in env.world.cities]
+    start = task_hash(task.id)
+    for k in range(len(ENDINGS)):
+        wrong = city[:3] + ENDINGS[(start + k) % len(ENDINGS)]
+        if wrong not in names and not city.startswith(wrong) and close_cities(wrong, names)[:1] == [city]:
+            return wrong
+    return city[:-1]
+
+
 def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     at = first_call(task, SEARCHES)
     if at is None:
@@ -76,8 +100,9 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     key = keys[task_hash(task.id) % len(keys)]
     city = str(call.arguments.get(key, ""))
     if len(city) > 3:
-        out.append(Mistake(kind="wrong_entity", at=at, calls=(with_args(call, **{key: city[:-1]}),),
-                           recovery=f"There is no city {city[:-1]}; the error suggests {as_written(city)}, "
+        wrong = misspelt(task, city)
+        out.append(Mistake(kind="wrong_entity", at=at, calls=(with_args(call, **{key: wrong}),),
+                           recovery=f"There is no city {wrong}; the error suggests {as_written(city)}, "
                                     "the one asked for."))
     date_key = "date" if "date" in call.arguments else "check_in"
     day = str(call.arguments.get(date_key, ""))
