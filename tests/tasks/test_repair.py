@@ -25,7 +25,7 @@ from tests.envs.mcp.test_mcp import kv_task, write_env
 ENV_KINDS = {
     "sql": {"wrong_table", "wrong_column", "misplaced_column", "collapsed_join", "wrong_entity", "nearest_template", "intermediate",
             "premature_answer"},
-    "travel": {"sold_out", "wrong_entity", "bad_date", "nearest_template", "intermediate"},
+    "travel": {"sold_out", "wrong_entity", "bad_date", "nearest_template", "intermediate", "extra_args"},
     "web": {"wrong_entity", "bad_url", "intermediate"},
     "code": {"wrong_solution", "intermediate", "bad_path"},
 }
@@ -188,6 +188,25 @@ def test_a_misspelt_city_is_fixed_by_copying_the_suggestion_as_the_call_spells_i
     keys = {next(k for k, v in m.calls[0].arguments.items() if v != t.reference[m.at].arguments[k])
             for t in pool for m in env_spec("travel").mistakes(t, pool) if m.kind == "wrong_entity"}
     assert {"origin", "destination"} <= keys
+
+
+def test_a_tool_without_arguments_given_the_searchs_is_refused_and_called_again_with_none():
+    """A tuned model carried the request's city and dates into ``list_bookings`` (20 of 23 held-out
+    rebook_hotel tasks, stop 60) and, refused, searched without ever listing. The mistake is that
+    call; the validator refuses it before the tool runs and the fix lists with no arguments."""
+    pool = list(train_pool("travel"))
+    task, m = next((t, m) for t in pool for m in env_spec("travel").mistakes(t, pool) if m.kind == "extra_args")
+    [wrong] = m.calls
+    assert wrong.name == task.reference[m.at].name == "list_bookings" and task.reference[m.at].arguments == {}
+    search = next(c for c in task.reference if c.name.startswith("search_"))
+    assert wrong.arguments == search.arguments
+    [traj] = [graded(t) for t in run_episodes([task], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered" and traj.verdict.correct
+    at = next(i for i, s in enumerate(traj.steps) if s.mistake)
+    [error] = traj.steps[at].errors
+    assert error.kind == "invalid_args" and "unexpected argument" in error.message and not traj.steps[at].results
+    fix = traj.steps[at + 1]
+    assert fix.raw.startswith("list_bookings takes no arguments") and fix.calls[0].arguments == {}
 
 
 def test_the_planner_leads_with_the_kinds_it_is_given():

@@ -17,7 +17,11 @@ valid:
 - ``nearest_template``: another template's first search with this task's entities (a hotel search
   where a flight was asked, or the other way round);
 - ``intermediate``: the forecast of the destination instead of the search: a real result that
-  books nothing.
+  books nothing;
+- ``extra_args``: a tool that takes no arguments (``list_bookings``) called with the task's
+  search's arguments, refused as ``unexpected argument``; the fix calls it with none. What a
+  repair-tuned model did on 20 of the 23 held-out ``rebook_hotel`` tasks (stop 60), then searched
+  without ever listing or cancelling.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, task_hash, with_args
+from trajforge.envs.toolsets import class_toolset
 from trajforge.envs.travel.env import TravelEnv, as_written, close_cities
 from trajforge.schema import Mistake, Task, ToolCall
 
@@ -64,6 +69,19 @@ def sold_out(task: Task) -> Mistake | None:
     return None
 
 
+def extra_args(task: Task) -> Mistake | None:
+    """The first reference call to a tool that takes no arguments, given the arguments of the
+    task's first search (the request's own city, dates and limits, which a model carries over)."""
+    takes = {t.name: t.parameters.get("properties") for t in class_toolset(TravelEnv).tools}
+    at = next((i for i, c in enumerate(task.reference) if c.name in takes and not takes[c.name]), None)
+    search = next((c for c in task.reference if c.name in SEARCHES), None)
+    if at is None or search is None:
+        return None
+    name = task.reference[at].name
+    return Mistake(kind="extra_args", at=at, calls=(ToolCall(name=name, arguments=dict(search.arguments)),),
+                   recovery=f"{name} takes no arguments; I'll call it with none.")
+
+
 ENDINGS = ("rook", "ro", "berok", "ville", "ton", "ena")
 """Wrong endings after a city's first three letters. A repair-tuned SmolLM2 wrote the held-out
 ``Dubai`` as ``Dubrook``, ``Dubro`` or ``Dubberok`` in its calls (stop 60), then, taught on
@@ -92,7 +110,7 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     if at is None:
         return []
     call = task.reference[at]
-    out: list[Mistake] = [m for m in (sold_out(task),) if m is not None]
+    out: list[Mistake] = [m for m in (sold_out(task), extra_args(task)) if m is not None]
     # Either city of a flight search, by task: demonstrations that only ever misspelt the origin
     # taught a tuned model to write the suggested city into ``origin`` whichever argument the
     # error was about (2 of the 3 fixes that copied "Dubai" right, stop 60).
