@@ -85,7 +85,7 @@ def extra_args(task: Task) -> Mistake | None:
 ENDINGS = ("rook", "ro", "berok", "ville", "ton", "ena")
 """Wrong endings after a city's first three letters. A repair-tuned SmolLM2 wrote the held-out
 ``Dubai`` as ``Dubrook``, ``Dubro`` or ``Dubberok`` in its calls (stop 60), then, taught on
-misspellings one letter short (``Duba`` → ``Dubai``), wrote the fix by extending its own
+misspellings one letter short (``Shangha`` → ``Shanghai``), wrote the fix by extending its own
 misspelling (``Dubberok`` in 11 of 24). A misspelling that parts from the city after three letters
 is one the fix cannot be grown from: it has to be copied from the error's suggestion."""
 
@@ -93,7 +93,7 @@ is one the fix cannot be grown from: it has to be copied from the error's sugges
 def misspelt(task: Task, city: str) -> str:
     """``city`` with a wrong ending (by task) that the environment still takes for ``city``: not
     another city's name, and ``city`` the first the error suggests. One letter short where no
-    ending is (a name of three letters or fewer has no ending to get wrong)."""
+    ending fits."""
     env = TravelEnv()
     env.reset(task)
     names = [c.name for c in env.world.cities]
