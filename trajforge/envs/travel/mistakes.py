@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from trajforge.envs.mistakes import first_call, nearest_template, task_hash, with_args
 from trajforge.envs.toolsets import class_toolset
+from trajforge.envs.travel.cities import world_cities
 from trajforge.envs.travel.env import TravelEnv, as_written, close_cities
 from trajforge.schema import Mistake, Task, ToolCall
 
@@ -94,9 +95,7 @@ def misspelt(task: Task, city: str) -> str:
     """``city`` with a wrong ending (by task) that the environment still takes for ``city``: not
     another city's name, and ``city`` the first the error suggests. One letter short where no
     ending fits."""
-    env = TravelEnv()
-    env.reset(task)
-    names = [c.name for c in env.world.cities]
+    names = [c.name for c in world_cities(task.world)]
     start = task_hash(task.id)
     for k in range(len(ENDINGS)):
         wrong = city[:3] + ENDINGS[(start + k) % len(ENDINGS)]
