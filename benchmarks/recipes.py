@@ -149,6 +149,10 @@ def main() -> None:
     ap.add_argument("--compose-n", type=int, default=91, help="compose: tasks added (half the 182)")
     ap.add_argument("--compose-templates", default="",
                     help="compose: these COMPOSE_TEMPLATES ids only, comma-separated (default all)")
+    ap.add_argument("--pool-compose", type=int, default=0,
+                    help="every recipe's train split gains this many tasks of the environment's composition "
+                         "templates (synth --compose N; --compose-templates chooses them): travel's teach "
+                         "the parts of its held-out-only templates no train template shows")
     ap.add_argument("--eval-test", action="store_true")
     ap.add_argument("--forgetting", action="store_true")
     args = ap.parse_args()
@@ -207,13 +211,16 @@ def task_splits(args) -> dict[str, list]:
     Held-out tasks of another database ask the same held-out questions of other rows: nothing of
     them is in training either way (tests: test_recipes_heldout_never_meets_train). Another
     environment (``--env``) draws the first ``--heldout-n`` tasks of its own held-out space.
-    ``--train-worlds`` W > 1 spreads the train split over W worlds (as many tasks, fewer of world 0)."""
+    ``--train-worlds`` W > 1 spreads the train split over W worlds (as many tasks, fewer of world 0);
+    ``--pool-compose`` N adds N composition tasks to it (seen entities, no held-out template)."""
     from trajforge.envs.registry import env_spec
     from trajforge.envs.sql.tasks import generator
     from trajforge.tasks import synthesize
 
     spec = env_spec(args.env)
-    tasks = synthesize(args.env, args.n, args.seed, worlds=args.train_worlds, world_train=args.world_train).tasks
+    only = [t for t in args.compose_templates.split(",") if t] if args.pool_compose else []
+    tasks = synthesize(args.env, args.n, args.seed, worlds=args.train_worlds, world_train=args.world_train,
+                       compose=args.pool_compose, compose_templates=only).tasks
     if args.env == "sql":
         heldout = [t for db in args.heldout_dbs for t in generator(db).heldout_space(args.seed).tasks]
     else:  # one world's held-out space (thousands of tasks: held-out entities, templates, tool pairs)

@@ -12,7 +12,7 @@ from trajforge.envs.sql.tasks import TEMPLATES, heldout_values
 @pytest.fixture(scope="module")
 def split():
     return task_splits(Namespace(env="sql", n=260, seed=0, heldout_dbs=[0, 1], heldout_n=186, train_worlds=1,
-                                 world_train=0))
+                                 world_train=0, pool_compose=0, compose_templates=""))
 
 
 @pytest.mark.slow
@@ -41,18 +41,24 @@ def test_by_template_counts_solved_tasks_per_template(split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("worlds", [1, 7])
-def test_recipes_heldout_of_another_environment_never_meets_train(worlds):
+@pytest.mark.parametrize("worlds,compose", [(1, 0), (7, 0), (1, 46)])
+def test_recipes_heldout_of_another_environment_never_meets_train(worlds, compose):
     """``--env travel``: the demo-sized pool's train split, 186 held-out tasks from travel's own
     held-out space; no held-out city or template in a train task, no train question among them.
-    ``--train-worlds 7`` spreads the same 182 train tasks over seven worlds' cities."""
+    ``--train-worlds 7`` spreads the same 182 train tasks over seven worlds' cities;
+    ``--pool-compose 46`` adds 46 composition tasks, none using a held-out tool group."""
     from trajforge.envs.travel.cities import HELDOUT_CITIES
+    from trajforge.envs.travel.tasks import COMPOSE_TEMPLATES, HELDOUT_TOOL_GROUPS
     from trajforge.envs.travel.tasks import TEMPLATES as TRAVEL
 
     split = task_splits(Namespace(env="travel", n=260, seed=0, heldout_dbs=[0, 1], heldout_n=186,
-                                  train_worlds=worlds, world_train=0))
+                                  train_worlds=worlds, world_train=0, pool_compose=compose, compose_templates=""))
     train, heldout = split["train"], split["heldout"]
-    assert (len(train), len(heldout)) == (182, 186)
+    assert (len(train), len(heldout)) == (182 + compose, 186)
+    assert sum(t.template in {c.id for c in COMPOSE_TEMPLATES} for t in train) == compose
+    for task in train:
+        tools = {c.name for c in task.reference}
+        assert not any(group <= tools for group in HELDOUT_TOOL_GROUPS), task.id
     assert {t.world for t in train} == set(range(worlds)) and {t.world for t in heldout} == {0}
     assert {t.env for t in train + heldout} == {"travel"} and {t.split for t in heldout} == {"heldout"}
     held_templates = {t.id for t in TRAVEL if t.heldout_only}

@@ -207,6 +207,15 @@ def test_a_tool_without_arguments_given_the_searchs_is_refused_and_called_again_
     assert error.kind == "invalid_args" and "unexpected argument" in error.message and not traj.steps[at].results
     fix = traj.steps[at + 1]
     assert fix.raw.startswith("list_bookings takes no arguments") and fix.calls[0].arguments == {}
+    # a task that searches nothing (cancel_hotel) carries the request's city and date instead
+    from trajforge.envs.travel.tasks import generate_compose_tasks
+
+    cancel = generate_compose_tasks(3, only=["cancel_hotel"]).tasks[0]
+    [m] = env_spec("travel").mistakes(cancel, [cancel])
+    assert m.kind == "extra_args" and m.calls[0].arguments == {"city": cancel.entities["city"],
+                                                               "date": cancel.entities["date"]}
+    [traj] = [graded(t) for t in run_episodes([cancel], RepairPolicy(lambda t, k: m))]
+    assert traj.outcome.tier == "recovered" and traj.verdict.correct
 
 
 def test_the_planner_leads_with_the_kinds_it_is_given():

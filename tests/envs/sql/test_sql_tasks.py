@@ -264,7 +264,7 @@ def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):
     splits = [t.split for t in more.tasks]
     assert splits == sorted(splits, key=["train", "test", "heldout"].index)  # still grouped
     with pytest.raises(ValueError, match="has no composition templates"):
-        synthesize("travel", 20, compose=3)
+        synthesize("web", 20, compose=3)
     out = tmp_path / "tasks.jsonl"
     result = CliRunner().invoke(app, ["synth", "--env", "sql", "--n", "60", "--seed", "2", "--compose", "12",
                                       "--out", str(out)])
@@ -272,7 +272,7 @@ def test_synthesize_adds_compose_tasks_to_train_only(tmp_path):
     assert {t.template for t in read_tasks(out)} & compose_ids
     bad = CliRunner().invoke(app, ["synth", "--env", "sql", "--compose", "-1", "--out", str(tmp_path / "x.jsonl")])
     assert bad.exit_code != 0 and "--compose must be 0 or more" in bad.output
-    bad = CliRunner().invoke(app, ["synth", "--env", "travel", "--compose", "2", "--out", str(tmp_path / "y.jsonl")])
+    bad = CliRunner().invoke(app, ["synth", "--env", "web", "--compose", "2", "--out", str(tmp_path / "y.jsonl")])
     assert bad.exit_code != 0 and "no composition templates" in bad.output
     two = ["category_stock_total", "product_category"]
     chosen = synthesize("sql", 60, seed=2, compose=8, compose_templates=two)

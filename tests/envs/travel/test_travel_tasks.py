@@ -14,9 +14,11 @@ import trajforge.envs.travel.plans as plans
 from trajforge.tasks import read_tasks, synthesize, write_tasks
 from trajforge.tasks.splits import combo_report, leaks, tool_combo
 from trajforge.envs.travel.tasks import (
+    COMPOSE_TEMPLATES,
     HELDOUT_TOOL_GROUPS,
     TEMPLATES,
     entity_strings,
+    generate_compose_tasks,
     generate_travel_tasks,
     heldout_values,
     plan_tier,
@@ -124,3 +126,31 @@ def test_a_tool_path_that_disagrees_with_the_catalog_is_dropped(monkeypatch):
     assert report.dropped.get("verifier_rejected", 0) > 0
     for t in report.tasks:  # whatever survived still verifies
         assert replay_reference(t).correct
+
+
+def test_compose_tasks_teach_parts_of_the_heldout_templates_in_train_only():
+    """``cancel_hotel``, ``latest_flight`` and ``hotel_any`` show, alone and in train, the part of
+    each held-out-only template no train template shows (a hotel cancelled, the latest flight, a
+    hotel of any rating); seen cities and days only, no held-out tool group, each verified and
+    solved by the expert, and none the same task as a pool's own."""
+    report = generate_compose_tasks(30, seed=2)
+    tasks = report.tasks
+    assert len(tasks) == 30 and {t.split for t in tasks} == {"train"}
+    assert {t.template for t in tasks} == {t.id for t in COMPOSE_TEMPLATES}
+    assert not {t.id for t in COMPOSE_TEMPLATES} & {t.id for t in TEMPLATES}
+    held = heldout_values()
+    for t in tasks:
+        assert not entity_strings(t) & held, t.id
+        assert not leaks(tool_combo(t), HELDOUT_TOOL_GROUPS), t.id
+        assert replay_reference(t).correct, t.id
+    cancel = next(t for t in tasks if t.template == "cancel_hotel")
+    assert [c.name for c in cancel.reference] == ["list_bookings", "cancel_booking", "finish"]
+    assert [b["kind"] for b in cancel.expected["bookings"]] == ["flight"]  # the hotel gone, the flight kept
+    trajs = run_episodes(tasks, ExpertPolicy())
+    assert all(t.verdict.correct for t in trajs)
+    pool = {t.id for t in generate_travel_tasks(160, seed=2).tasks}
+    assert not pool & {t.id for t in tasks}
+    with pytest.raises(ValueError, match="no travel compose templates"):
+        generate_compose_tasks(3, only=["rebook_hotel"])
+    assert {t.template for t in synthesize("travel", 40, seed=2, compose=6,
+                                          compose_templates=["latest_flight"]).tasks} >= {"latest_flight"}

@@ -11,7 +11,7 @@ from trajforge.envs.registry import EnvSpec
 from trajforge.envs.travel.mistakes import travel_mistakes
 from trajforge.envs.travel.failures import wrong_answer_kind
 from trajforge.envs.travel.env import TravelEnv
-from trajforge.envs.travel.tasks import generate_travel_tasks, generator
+from trajforge.envs.travel.tasks import generate_compose_tasks, generate_travel_tasks, generator
 
 SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks, world_generator=lambda w: generator(0, w),
                summary="book flights and hotels against a seeded catalog of 20 cities",
@@ -19,7 +19,7 @@ SPEC = EnvSpec(name="travel", env=TravelEnv, generate=generate_travel_tasks, wor
                # Close: a search listed an expected item (found_option) or one was booked (booked).
                # Any search with results, a forecast, or finish is reached by nearly every attempt.
                progress=frozenset({"found_option", "booked"}),
-               mistakes=travel_mistakes)
+               mistakes=travel_mistakes, compose=generate_compose_tasks)
 
 __all__ = ["SPEC", "TravelEnv"]
 

@@ -72,14 +72,17 @@ def sold_out(task: Task) -> Mistake | None:
 
 def extra_args(task: Task) -> Mistake | None:
     """The first reference call to a tool that takes no arguments, given the arguments of the
-    task's first search (the request's own city, dates and limits, which a model carries over)."""
+    task's first search (the request's own city, dates and limits, which a model carries over),
+    or the request's city and date where the task searches nothing (``cancel_hotel``)."""
     takes = {t.name: t.parameters.get("properties") for t in class_toolset(TravelEnv).tools}
     at = next((i for i, c in enumerate(task.reference) if c.name in takes and not takes[c.name]), None)
     search = next((c for c in task.reference if c.name in SEARCHES), None)
-    if at is None or search is None:
+    carried = dict(search.arguments) if search else {k: task.entities[k] for k in ("city", "date")
+                                                     if k in task.entities}
+    if at is None or not carried:
         return None
     name = task.reference[at].name
-    return Mistake(kind="extra_args", at=at, calls=(ToolCall(name=name, arguments=dict(search.arguments)),),
+    return Mistake(kind="extra_args", at=at, calls=(ToolCall(name=name, arguments=carried),),
                    recovery=f"{name} takes no arguments; I'll call it with none.")
 
 
@@ -105,11 +108,11 @@ def misspelt(task: Task, city: str) -> str:
 
 
 def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
-    at = first_call(task, SEARCHES)
-    if at is None:
-        return []
-    call = task.reference[at]
     out: list[Mistake] = [m for m in (sold_out(task), extra_args(task)) if m is not None]
+    at = first_call(task, SEARCHES)
+    if at is None:  # a task that searches nothing (``cancel_hotel``): only its listing can go wrong
+        return out
+    call = task.reference[at]
     # Either city of a flight search, by task: demonstrations that only ever misspelt the origin
     # taught a tuned model to write the suggested city into ``origin`` whichever argument the
     # error was about (2 of the 3 fixes that copied "Dubai" right, stop 60).

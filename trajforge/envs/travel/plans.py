@@ -214,6 +214,15 @@ def plan_latest_before(v: View, e: dict[str, Any]) -> None:
     v.finish("The flight is booked.", f"Booked {best.id} at {best.depart} for {e['passenger']}.")
 
 
+def plan_latest_flight(v: View, e: dict[str, Any]) -> None:
+    rows = v.flights(f"I'll list the flights from {e['origin']} to {e['destination']} on "
+                     f"{e['date']}.", e["origin"], e["destination"], e["date"])
+    best = max(_available(rows), key=lambda r: r.depart)
+    v.book_flight(f"The latest flight with seats is {best.id} at {best.depart}; I'll book it.",
+                  best.id, e["passenger"])
+    v.finish("The flight is booked.", f"Booked {best.id} at {best.depart} for {e['passenger']}.")
+
+
 def plan_hotel_stars(v: View, e: dict[str, Any]) -> None:
     stars = e["stars"]
     rows = v.hotels(f"I'll search hotels in {e['city']} with at least {stars} stars from "
@@ -267,6 +276,19 @@ def plan_rebook_flight(v: View, e: dict[str, Any]) -> None:
     best = _book_cheapest_flight(v, e, e["origin"], e["destination"], e["date2"])
     v.finish("The flight is rebooked and the other bookings are kept.",
              f"Cancelled {old} and booked {best.id} on {e['date2']} for {e['passenger']}.")
+
+
+def plan_cancel_hotel(v: View, e: dict[str, Any]) -> None:
+    old = e["existing"][0]["item"]
+    _cancel_existing(v, e, "hotel", old, f"hotel booking in {e['city']}")
+    v.finish("The hotel booking is cancelled and the other bookings are kept.",
+             f"Cancelled {old} for {e['passenger']}.")
+
+
+def plan_hotel_any(v: View, e: dict[str, Any]) -> None:
+    best = _book_cheapest_hotel(v, e, e["city"], e["date"], e["nights"], None)
+    v.finish("The hotel is booked.", f"Booked {best.name} in {e['city']} for {e['nights']} nights "
+             f"from {e['date']} for {e['passenger']}.")
 
 
 def plan_rebook_hotel(v: View, e: dict[str, Any]) -> None:

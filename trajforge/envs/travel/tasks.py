@@ -27,8 +27,10 @@ Splits test generalisation along three axes:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
+from collections.abc import Sequence
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -37,8 +39,9 @@ from typing import Any
 from trajforge.envs.travel.catalog import Catalog, catalog, clock
 from trajforge.envs.travel.cities import HELDOUT_CITIES, world_cities
 from trajforge.envs.travel.env import TravelEnv
-from trajforge.envs.travel.plans import (CatalogView, ToolView, View, plan_cheapest_flight, plan_flight_before_under,
-                                         plan_hotel_stars, plan_latest_before, plan_multi_leg, plan_rebook_flight,
+from trajforge.envs.travel.plans import (CatalogView, ToolView, View, plan_cancel_hotel, plan_cheapest_flight,
+                                         plan_flight_before_under, plan_hotel_any, plan_hotel_stars,
+                                         plan_latest_before, plan_latest_flight, plan_multi_leg, plan_rebook_flight,
                                          plan_rebook_hotel, plan_round_trip, plan_trip, plan_weather_flight,
                                          plan_weather_hotel)
 from trajforge.schema import Split, Task, Tier, ToolCall
@@ -133,7 +136,25 @@ TEMPLATES: tuple[Template, ...] = (
              ("city", "date", "nights", "stars", "passenger"), plan_weather_hotel,
              branching=True, heldout_only=True),
 )
-TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TEMPLATES}
+# ---- composition templates: train-only parts of the held-out-only templates -------------------
+# Each held-out-only template joins two things the train templates never show together; these
+# show the part that no train template shows at all, alone, so the held-out cell stays a new
+# combination of seen parts (as SQL's ``COMPOSE_TEMPLATES`` do). A tuned model never cancelled a
+# hotel on ``rebook_hotel`` (0 of 23, stop 61): no train task cancels one. None of these uses a
+# held-out tool group, and they draw seen cities and days only (``generate_compose_tasks``).
+COMPOSE_TEMPLATES: tuple[Template, ...] = (
+    Template("cancel_hotel", "{passenger} no longer needs the hotel booked in {city} from {date}: "
+             "cancel that hotel booking. Keep the other bookings.",
+             ("city", "origin", "date", "nights", "stars", "passenger"), plan_cancel_hotel,
+             existing="hotel"),  # rebook_hotel's first half (its second is hotel_stars)
+    Template("latest_flight", "Book {passenger} on the latest available flight from {origin} to "
+             "{destination} on {date}.",
+             ("origin", "destination", "date", "passenger"), plan_latest_flight),  # latest_before's "latest"
+    Template("hotel_any", "Book the cheapest hotel of any rating in {city} for {nights} nights "
+             "from {date}, for {passenger}.",
+             ("city", "date", "nights", "passenger"), plan_hotel_any),  # weather_hotel's dry branch
+)
+TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in (*TEMPLATES, *COMPOSE_TEMPLATES)}
 
 
 def plan_tier(calls: tuple[ToolCall, ...] | list[ToolCall], branching: bool) -> Tier:
@@ -294,6 +315,23 @@ def generator(world_seed: int = 0, world: int = 0) -> TemplateGenerator[Template
         finish=_drop_combo_leaks)
 
 
+def generate_compose_tasks(n: int, seed: int = 0, world_seed: int = 0, only: Sequence[str] = ()) -> SynthReport:
+    """``n`` verified train tasks of ``COMPOSE_TEMPLATES`` (``only``: those ids), seen entities
+    only, to add to a pool's train split (``synth --env travel --compose N``). The template is in
+    each id, so none duplicates a pool's own task."""
+    unknown = set(only) - {t.id for t in COMPOSE_TEMPLATES}
+    if unknown:
+        raise ValueError(f"no travel compose templates {sorted(unknown)}; there are "
+                         f"{', '.join(t.id for t in COMPOSE_TEMPLATES)}")
+    # The pool's own generator (its combo-leak guard included) with these templates: fill() draws
+    # seen entities for a train split.
+    gen = dataclasses.replace(generator(world_seed),
+                              templates=tuple(t for t in COMPOSE_TEMPLATES if not only or t.id in only))
+    dropped: Counter[str] = Counter()
+    tasks = gen.fill({"train": n}, random.Random(seed), set(), dropped) if n else []
+    return gen.report(tasks, dropped, n)
+
+
 def _drop_combo_leaks(tasks: list[Task], dropped: Counter[str]) -> list[Task]:
     # Templates keep held-out combinations out of train by design; this guard makes it a fact.
     tasks, leaked = drop_combo_leaks(tasks, HELDOUT_TOOL_GROUPS)
@@ -303,7 +341,7 @@ def _drop_combo_leaks(tasks: list[Task], dropped: Counter[str]) -> list[Task]:
 
 
 __all__ = [
-    "HELDOUT_CITIES", "HELDOUT_DAYS", "HELDOUT_TOOL_GROUPS", "TEMPLATES", "Template",
+    "COMPOSE_TEMPLATES", "HELDOUT_CITIES", "HELDOUT_DAYS", "HELDOUT_TOOL_GROUPS", "TEMPLATES", "Template",
     "build_task", "city_values", "day_values", "draw_entities", "entity_strings",
-    "generate_travel_tasks", "generator", "heldout_values", "plan_tier", "task_id",
+    "generate_compose_tasks", "generate_travel_tasks", "generator", "heldout_values", "plan_tier", "task_id",
 ]
