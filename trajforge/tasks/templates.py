@@ -25,6 +25,7 @@ by replaying it (``tasks.verify``), exactly as LLM-written tasks are.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -121,6 +122,21 @@ class TemplateGenerator(Generic[T]):
         dropped: Counter[str] = Counter()
         tasks = self.fill({"heldout": most}, random.Random(seed), set(), dropped)
         return self.report(tasks, dropped, 0)  # n=0: the space's end is not an "unfilled" place
+
+    def compose(self, templates: Sequence[T], n: int, seed: int = 0, test: int = 0,
+                only: Sequence[str] = ()) -> SynthReport:
+        """``n`` train (and ``test`` test) tasks of ``templates`` (``only``: those ids) drawn with
+        this generator's seen entities, builds and last pass: an environment's composition
+        templates (``EnvSpec.compose``), to add to a pool's train split."""
+        unknown = set(only) - {t.id for t in templates}
+        if unknown:
+            raise ValueError(f"no compose templates {sorted(unknown)}; there are "
+                             f"{', '.join(t.id for t in templates)}")
+        gen = dataclasses.replace(self, templates=tuple(t for t in templates if not only or t.id in only))
+        dropped: Counter[str] = Counter()
+        targets: dict[Split, int] = {s: k for s, k in (("train", n), ("test", test)) if k}
+        tasks = gen.fill(targets, random.Random(seed), set(), dropped) if targets else []
+        return gen.report(tasks, dropped, n + test)
 
     def report(self, tasks: list[Task], dropped: Counter[str], n: int) -> SynthReport:
         """The pool of what ``fill`` kept: the ``finish`` pass, toolsets stamped, grouped by split,

@@ -150,7 +150,7 @@ def test_compose_tasks_teach_parts_of_the_heldout_templates_in_train_only():
     assert all(t.verdict.correct for t in trajs)
     pool = {t.id for t in generate_travel_tasks(160, seed=2).tasks}
     assert not pool & {t.id for t in tasks}
-    with pytest.raises(ValueError, match="no travel compose templates"):
+    with pytest.raises(ValueError, match="no compose templates"):
         generate_compose_tasks(3, only=["rebook_hotel"])
     assert {t.template for t in synthesize("travel", 40, seed=2, compose=6,
                                           compose_templates=["latest_flight"]).tasks} >= {"latest_flight"}

@@ -27,10 +27,8 @@ question does not ask for.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -359,17 +357,7 @@ def generate_compose_tasks(n: int, seed: int = 0, db_seed: int = 0, test: int = 
     those ids), seen entities only: more of the grid the held-out templates sit in, to add to a
     pool's train split (``synth --compose N``). Their ids differ from every ``TEMPLATES`` task
     (the template is in the id), so they never duplicate a pool's own."""
-    unknown = set(only) - {t.id for t in COMPOSE_TEMPLATES}
-    if unknown:
-        raise ValueError(f"no compose templates {sorted(unknown)}; there are "
-                         f"{', '.join(t.id for t in COMPOSE_TEMPLATES)}")
-    # The pool's own generator with these templates: fill() draws seen entities for train and test.
-    gen = dataclasses.replace(generator(db_seed),
-                              templates=tuple(t for t in COMPOSE_TEMPLATES if not only or t.id in only))
-    dropped: Counter[str] = Counter()
-    targets = {s: k for s, k in (("train", n), ("test", test)) if k}
-    tasks = gen.fill(targets, random.Random(seed), set(), dropped) if targets else []
-    return gen.report(tasks, dropped, n + test)
+    return generator(db_seed).compose(COMPOSE_TEMPLATES, n, seed, test, only)
 
 
 def task_id(template: Template, entities: dict[str, str], db_seed: int, world: int = 0) -> str:

@@ -27,7 +27,6 @@ Splits test generalisation along three axes:
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -319,17 +318,8 @@ def generate_compose_tasks(n: int, seed: int = 0, world_seed: int = 0, only: Seq
     """``n`` verified train tasks of ``COMPOSE_TEMPLATES`` (``only``: those ids), seen entities
     only, to add to a pool's train split (``synth --env travel --compose N``). The template is in
     each id, so none duplicates a pool's own task."""
-    unknown = set(only) - {t.id for t in COMPOSE_TEMPLATES}
-    if unknown:
-        raise ValueError(f"no travel compose templates {sorted(unknown)}; there are "
-                         f"{', '.join(t.id for t in COMPOSE_TEMPLATES)}")
-    # The pool's own generator (its combo-leak guard included) with these templates: fill() draws
-    # seen entities for a train split.
-    gen = dataclasses.replace(generator(world_seed),
-                              templates=tuple(t for t in COMPOSE_TEMPLATES if not only or t.id in only))
-    dropped: Counter[str] = Counter()
-    tasks = gen.fill({"train": n}, random.Random(seed), set(), dropped) if n else []
-    return gen.report(tasks, dropped, n)
+    # The pool's own generator (its combo-leak guard included) draws them: seen entities, train.
+    return generator(world_seed).compose(COMPOSE_TEMPLATES, n, seed, only=only)
 
 
 def _drop_combo_leaks(tasks: list[Task], dropped: Counter[str]) -> list[Task]:
