@@ -175,6 +175,8 @@ def test_a_misspelt_city_is_fixed_by_copying_the_suggestion_as_the_call_spells_i
     key = next(k for k, v in wrong.arguments.items() if v != right.arguments[k])
     city = right.arguments[key]
     assert wrong.arguments[key] != city and f'the error suggests "{city}"' in m.recovery
+    # the recovery carries loss, so it never spells the misspelling (quoted, it taught misspelling)
+    assert wrong.arguments[key] not in m.recovery
     # respelt as a small model respells: the first letters kept, then an ending the fix cannot be
     # grown from (a prefix of the city taught a tuned model to extend its own misspelling)
     assert wrong.arguments[key][:3] == city[:3] and not city.startswith(wrong.arguments[key])

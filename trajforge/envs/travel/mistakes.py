@@ -121,8 +121,11 @@ def travel_mistakes(task: Task, pool: Sequence[Task]) -> list[Mistake]:
     city = str(call.arguments.get(key, ""))
     if len(city) > 3:
         wrong = misspelt(task, city)
+        # The recovery sentence carries loss: quoting the misspelling there trained the model to
+        # write misspellings (a first call spelling the held-out Dubai right in 30 of 64 tasks
+        # with one-letter-short misspellings quoted, 2–10 with Dubrook-like ones quoted, stop 61–62).
         out.append(Mistake(kind="wrong_entity", at=at, calls=(with_args(call, **{key: wrong}),),
-                           recovery=f"There is no city {wrong}; the error suggests {as_written(city)}, "
+                           recovery=f"No city is spelt that way; the error suggests {as_written(city)}, "
                                     "the one asked for."))
     date_key = "date" if "date" in call.arguments else "check_in"
     day = str(call.arguments.get(date_key, ""))
