@@ -50,6 +50,7 @@ def test_recipes_heldout_of_another_environment_never_meets_train(worlds, compos
     from trajforge.envs.travel.cities import HELDOUT_CITIES
     from trajforge.envs.travel.tasks import COMPOSE_TEMPLATES, HELDOUT_TOOL_GROUPS
     from trajforge.envs.travel.tasks import TEMPLATES as TRAVEL
+    from trajforge.tasks.splits import leaks, tool_combo
 
     split = task_splits(Namespace(env="travel", n=260, seed=0, heldout_dbs=[0, 1], heldout_n=186,
                                   train_worlds=worlds, world_train=0, pool_compose=compose, compose_templates=""))
@@ -57,8 +58,7 @@ def test_recipes_heldout_of_another_environment_never_meets_train(worlds, compos
     assert (len(train), len(heldout)) == (182 + compose, 186)
     assert sum(t.template in {c.id for c in COMPOSE_TEMPLATES} for t in train) == compose
     for task in train:
-        tools = {c.name for c in task.reference}
-        assert not any(group <= tools for group in HELDOUT_TOOL_GROUPS), task.id
+        assert not leaks(tool_combo(task), HELDOUT_TOOL_GROUPS), task.id
     assert {t.world for t in train} == set(range(worlds)) and {t.world for t in heldout} == {0}
     assert {t.env for t in train + heldout} == {"travel"} and {t.split for t in heldout} == {"heldout"}
     held_templates = {t.id for t in TRAVEL if t.heldout_only}
