@@ -119,6 +119,21 @@ def _trained_with(adapter: str | None) -> dict:
     return {}
 
 
+DEFAULT_TURN_TOKENS = 160
+"""Tokens one turn may generate when nothing says more: a tool call with a sentence before it."""
+
+
+def turn_budget(adapter: str | None) -> int:
+    """``DEFAULT_TURN_TOKENS``, or more where the adapter (or one it was trained on top of) learned
+    longer turns (``longest_turn`` in its meta) plus a margin: a turn cut off mid-call by a
+    budget shorter than the turns trained is a truncated call the model never made."""
+    if not adapter:
+        return DEFAULT_TURN_TOKENS
+    longest = max((read_adapter_meta(a).get("longest_turn") or 0 for a in adapter_lineage(adapter)
+                   if (Path(a) / ADAPTER_META).exists()), default=0)
+    return max(DEFAULT_TURN_TOKENS, longest + 32)
+
+
 class HFPolicy:
     def __init__(
         self,
@@ -126,7 +141,7 @@ class HFPolicy:
         adapter: str | None = None,
         name: str | None = None,
         dialect: Dialect | None = None,
-        max_new_tokens: int = 160,
+        max_new_tokens: int | None = None,
         temperature: float = 0.0,
         batch_size: int = 32,
         seed: int = 0,
@@ -149,7 +164,8 @@ class HFPolicy:
             raise ValueError(f"unknown render mode {self.render_mode!r}; use one of {', '.join(RENDER_MODES)}")
         self.demos = trained_demos(trained, adapter) if adapter else None
         """The retrieved demonstrations its adapter was trained with (``trained_demos``), else None."""
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = max_new_tokens or turn_budget(adapter)
+        """Tokens one turn may generate: given, else ``turn_budget``."""
         self.temperature = temperature
         self.batch_size = batch_size
         self.seed = seed

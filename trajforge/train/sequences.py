@@ -291,6 +291,18 @@ def loss_tokens(sample: Sample) -> int:
     return sum(sample.loss_mask[1:])
 
 
+def longest_turn(samples: Sequence[Sample]) -> int:
+    """The most tokens one trained turn spans (the longest run of loss positions): what a policy
+    acting with the adapter must be allowed to generate in a turn (``HFPolicy``'s default)."""
+    most = 0
+    for s in samples:
+        run = 0
+        for m in s.loss_mask:
+            run = run + 1 if m else 0
+            most = max(most, run)
+    return most
+
+
 def collate(samples: Sequence[Sample], pad_id: int, device=None, multiple: int = PAD_MULTIPLE) -> dict[str, Any]:
     """Right-padded ``input_ids`` / ``attention_mask`` / ``labels`` (IGNORE off the loss mask),
     width rounded up to ``multiple``. ``device``: where to build them (a data loader prepared by

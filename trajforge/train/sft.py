@@ -35,8 +35,8 @@ from trajforge.train.losses import lm_loss_sum
 from trajforge.train.loop import Runtime, fit
 from trajforge.train.model import lora_model
 from trajforge.train.replay import mix_replay
-from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, loss_tokens,
-                                      slim_detours, turn_learns, within)
+from trajforge.train.sequences import (IGNORE, Sample, SequenceBuilder, canonical_calls, collate, longest_turn,
+                                      loss_tokens, slim_detours, turn_learns, within)
 from trajforge.train.settings import LoraSettings
 from trajforge.train.toolsets import check_fingerprints, fingerprint_meta, toolset_lookup
 from trajforge.train.data import training_dialect
@@ -294,6 +294,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
     samples, builder = build_samples(data, tok, model, cfg, skipped, shown.demos if shown else None)
     if not samples:
         raise ValueError(f"no sample fits --max-len {cfg.max_len} (skipped: {skipped})")
+    turn = longest_turn(samples)  # of the task samples: replay's free text is no turn of a tool call
     if cfg.replay_share > 0:
         replay = replay if replay is not None else shared_replay(runtime, net, tok, path, init_adapter)
         samples += mix_replay(replay, len(samples), cfg.replay_share, cfg.seed)
@@ -339,7 +340,7 @@ def train_sft(trajs: list[Trajectory], model: str, out_dir: str | Path, cfg: SFT
         save_adapter(runtime.acc.unwrap_model(net), tok, out_dir, {
             "recipe": "sft", **fingerprint_meta(data, fingerprints), "dialect": builder.dialect.name,
             "render_mode": cfg.render_mode, **({"demos": shown.meta} if shown else {}),
-            "base_model": model, "init_adapter": lineage_ref(init_adapter),
+            "base_model": model, "init_adapter": lineage_ref(init_adapter), "longest_turn": turn,
             "config": cfg.model_dump(),
             "derived": derived.model_dump(), "result": result.model_dump(exclude={"losses"})})
     runtime.barrier()
