@@ -11,6 +11,7 @@ from trajforge.policies.hf import DEFAULT_TURN_TOKENS, HFPolicy, turn_budget
 from trajforge.store import TrajectoryStore
 from trajforge.tasks import synthesize
 from trajforge.train.sequences import Sample, longest_turn
+from trajforge.train.rft import RFTConfig, hf_sampler
 from trajforge.train.sft import SFTConfig, train_sft
 
 
@@ -40,3 +41,6 @@ def test_a_travel_adapter_lets_its_policy_generate_its_longest_turn(tiny_model, 
     (child / "trajforge_adapter.json").write_text(json.dumps({"init_adapter": str(tmp_path / "a")}))
     assert turn_budget(str(child)) == meta["longest_turn"] + 32
     assert turn_budget(None) == DEFAULT_TURN_TOKENS
+    # RFT's sampler of this adapter may too (its 192 stays the floor).
+    sampler = hf_sampler(tiny_model, RFTConfig())(str(tmp_path / "a"), 1)
+    assert sampler.max_new_tokens == max(192, meta["longest_turn"] + 32) > 192

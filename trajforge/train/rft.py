@@ -274,11 +274,13 @@ def hf_sampler(model: str, cfg: RFTConfig, prefix: str = "rft") -> PolicyFor:
     """The default sampler: the round's adapter as an ``hf:`` policy at ``cfg.temperature`` (any
     config with the sampling fields: online DPO's too, named with its ``prefix``)."""
     from trajforge.policies import make_policy
+    from trajforge.policies.hf import turn_budget
 
     def policy_for(adapter: str, round_: int) -> Policy:
         return make_policy(f"hf:{model}@{adapter}", name=sampler_name(adapter, round_, prefix),
                            temperature=cfg.temperature, batch_size=cfg.sample_batch,
-                           max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + round_, device=cfg.device)
+                           max_new_tokens=max(cfg.max_new_tokens, turn_budget(adapter)),
+                           seed=cfg.seed + round_, device=cfg.device)
     return policy_for
 
 

@@ -109,6 +109,7 @@ class SamplingSettings(BaseModel):
     sample_batch: int = 48
     """Episodes generated together by the sampling policy."""
     max_new_tokens: int = 192
-    """Tokens per sampled turn."""
+    """Tokens per sampled turn; more where the sampled adapter learned longer turns
+    (``policies.hf.turn_budget``)."""
     max_turns: int = 8
     """Turns per sampled episode."""
