@@ -160,7 +160,8 @@ def price_scan(rows: list[FlightRow]) -> str:
     booked the first one listed, or any: the cheapest in 22 of the 90 bookings where it was not
     listed first, about chance (stop 62). Written out, each step compares two numbers side by
     side instead of taking the lowest of a table at once. Up to ~230 tokens a turn with the call
-    (eight flights): more than the local policy's default 160 (``?max_tokens=``)."""
+    (eight flights), over the local policy's default 160: an adapter records its longest turn and
+    its policy may generate that much (``policies.hf.turn_budget``)."""
     said, best = [], None
     for r in rows:
         if r.seats <= 0:
