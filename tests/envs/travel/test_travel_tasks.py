@@ -158,8 +158,8 @@ def test_compose_tasks_teach_parts_of_the_heldout_templates_in_train_only():
 
 def test_price_scan_reads_the_listing_the_agent_sees_in_order(report):
     """Each cheapest-flight sentence walks the flights the search showed, in the order shown, with
-    the prices and sold-out rows shown; every ``vs`` is the lowest price walked so far, and the
-    flight booked is the lowest of all. Checked against the environment's rendered listing, not
+    the prices and sold-out rows shown; every ``vs`` is the lowest price walked before, every
+    ``best`` the lowest walked so far, and the flight booked is the lowest of all. Checked against the environment's rendered listing, not
     the rows the plan computed."""
     from trajforge.envs.travel.env import TravelEnv
 
@@ -178,10 +178,11 @@ def test_price_scan_reads_the_listing_the_agent_sees_in_order(report):
                         assert said == f"{row[0]} sold out"
                         continue
                     price = int(row[3].split()[0])
-                    assert said.split()[1] == str(price), (t.id, said, row)
+                    assert said.split()[1].rstrip(",") == str(price), (t.id, said, row)
                     if low is not None:
                         assert said.split(" vs ")[1].split(":")[0] == str(low), (t.id, why)
-                    low = price if low is None else min(low, price)
+                    low, best = (price, row[0]) if low is None or price < low else (low, best)
+                    assert said.endswith(f", best {best} {low}"), (t.id, said)
                 booked = next(r for r in shown if r[0] == call.arguments["flight_id"])
                 assert int(booked[3].split()[0]) == low
                 scans += 1

@@ -155,25 +155,26 @@ def _unique_best(rows: list, key: Callable[[Any], Any]) -> Any:
 
 def price_scan(rows: list[FlightRow]) -> str:
     """The flights compared one at a time in listed order (by departure, not price), each price
-    set beside the lowest so far: ``MU8216-1216 3850; CA386-1216 3680 vs 3850: lower;
-    HU5499-1216 4080 vs 3680: higher``. A repair-tuned SmolLM2 asked for the cheapest flight
-    booked the first one listed, or any: the cheapest in 22 of the 90 bookings where it was not
-    listed first, about chance (stop 62). Written out, each step compares two numbers side by
-    side instead of taking the lowest of a table at once. Up to ~230 tokens a turn with the call
-    (eight flights), over the local policy's default 160: an adapter records its longest turn and
-    its policy may generate that much (``policies.hf.turn_budget``)."""
+    set beside the lowest so far, which is then restated: ``MU8216-1216 3850, best MU8216-1216
+    3850; CA386-1216 3680 vs 3850: lower, best CA386-1216 3680; HU5499-1216 4080 vs 3680: higher,
+    best CA386-1216 3680``. Each step is a copy or a comparison of two numbers side by side,
+    never the lowest of a table at once: a repair-tuned SmolLM2 booked the cheapest in 22 of the
+    90 bookings where it was not listed first, about chance (stop 62); walking without the
+    restated best, it compared right but then named the last flight walked (stop 63). Up to ~300
+    tokens a turn with the call (eight flights), over the local policy's default 160: an adapter
+    records its longest turn and its policy may generate that much (``policies.hf.turn_budget``)."""
     said, best = [], None
     for r in rows:
         if r.seats <= 0:
             said.append(f"{r.id} sold out")
             continue
-        if best is None:
-            said.append(f"{r.id} {r.price}")
-        else:
+        step = f"{r.id} {r.price}"
+        if best is not None:
             than = "lower" if r.price < best.price else "higher" if r.price > best.price else "same"
-            said.append(f"{r.id} {r.price} vs {best.price}: {than}")
+            step += f" vs {best.price}: {than}"
         if best is None or r.price < best.price:
             best = r
+        said.append(f"{step}, best {best.id} {best.price}")
     return "; ".join(said)
 
 
