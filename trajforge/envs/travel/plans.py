@@ -153,31 +153,6 @@ def _unique_best(rows: list, key: Callable[[Any], Any]) -> Any:
     return ranked[0]
 
 
-def price_scan(rows: list[FlightRow]) -> str:
-    """The flights compared one at a time in listed order (by departure, not price), each price
-    set beside the lowest so far, which is then restated: ``MU8216-1216 3850, best MU8216-1216
-    3850; CA386-1216 3680 vs 3850: lower, best CA386-1216 3680; HU5499-1216 4080 vs 3680: higher,
-    best CA386-1216 3680``. Each step is a copy or a comparison of two numbers side by side,
-    never the lowest of a table at once: a repair-tuned SmolLM2 booked the cheapest in 22 of the
-    90 bookings where it was not listed first, about chance (stop 62); walking without the
-    restated best, it compared right but then named the last flight walked (stop 63). Up to ~300
-    tokens a turn with the call (eight flights), over the local policy's default 160: an adapter
-    records its longest turn and its policy may generate that much (``policies.hf.turn_budget``)."""
-    said, best = [], None
-    for r in rows:
-        if r.seats <= 0:
-            said.append(f"{r.id} sold out")
-            continue
-        step = f"{r.id} {r.price}"
-        if best is not None:
-            than = "lower" if r.price < best.price else "higher" if r.price > best.price else "same"
-            step += f" vs {best.price}: {than}"
-        if best is None or r.price < best.price:
-            best = r
-        said.append(f"{step}, best {best.id} {best.price}")
-    return "; ".join(said)
-
-
 def _available(rows: list[FlightRow]) -> list[FlightRow]:
     available = [r for r in rows if r.seats > 0]
     if not available:
@@ -193,8 +168,8 @@ def _book_cheapest_flight(v: View, e: dict[str, Any], origin: str, destination: 
     rows = v.flights(f"I'll look up the flights from {origin} to {destination} on {day}.",
                      origin, destination, day)
     best = cheapest_flight(rows)
-    v.book_flight(f"{price_scan(rows)}. So {best.id} is the cheapest flight with seats "
-                  f"({best.price} CNY); I'll book it for {e['passenger']}.", best.id, e["passenger"])
+    v.book_flight(f"{best.id} is the cheapest flight with seats ({best.price} CNY), so I'll book "
+                  f"it for {e['passenger']}.", best.id, e["passenger"])
     return best
 
 
@@ -344,9 +319,8 @@ def plan_weather_flight(v: View, e: dict[str, Any]) -> None:
     if earliest.id == cheapest.id:
         raise Drop("branch_indistinct")  # both branches book the same flight: tests nothing
     best = earliest if rain else cheapest
-    why = (f"{best.id} is the earliest flight with seats, so I'll book it." if rain else
-           f"{price_scan(rows)}. So {best.id} is the cheapest flight with seats; I'll book it.")
-    v.book_flight(why, best.id, e["passenger"])
+    v.book_flight(f"{best.id} is the {'earliest' if rain else 'cheapest'} flight with seats, so "
+                  f"I'll book it.", best.id, e["passenger"])
     v.finish("The flight is booked.", f"{'Rain' if rain else 'No rain'} in {e['destination']}; "
              f"booked {best.id} for {e['passenger']}.")
 
