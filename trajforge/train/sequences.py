@@ -294,13 +294,9 @@ def loss_tokens(sample: Sample) -> int:
 def longest_turn(samples: Sequence[Sample]) -> int:
     """The most tokens one trained turn spans (the longest run of loss positions): what a policy
     acting with the adapter must be allowed to generate in a turn (``HFPolicy``'s default)."""
-    most = 0
-    for s in samples:
-        run = 0
-        for m in s.loss_mask:
-            run = run + 1 if m else 0
-            most = max(most, run)
-    return most
+    # The runs split at bytes: a C-speed pass over every token of a pool (millions for a 7B job's
+    # data), where a Python loop over them would add minutes before the first step.
+    return max((len(run) for s in samples for run in bytes(s.loss_mask).split(b"\0")), default=0)
 
 
 def collate(samples: Sequence[Sample], pad_id: int, device=None, multiple: int = PAD_MULTIPLE) -> dict[str, Any]:
